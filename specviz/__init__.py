@@ -1,0 +1,7 @@
+"""specviz: see speculative decoding, round by round."""
+from .config import (ChainConfig, DySpecConfig, HeuristicConfig, ModelConfig, RunConfig, SamplingConfig,
+                     SpecDecPPConfig, TreeConfig)
+from .trace import DraftTree, GenerationTrace, RoundTrace
+
+__all__ = ["ChainConfig", "DySpecConfig", "HeuristicConfig", "ModelConfig", "RunConfig", "SamplingConfig",
+           "SpecDecPPConfig", "TreeConfig", "DraftTree", "GenerationTrace", "RoundTrace"]

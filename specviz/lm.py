@@ -1,0 +1,125 @@
+"""A thin, stateful wrapper over a Hugging Face causal LM: its KV cache and the verbs on it.
+
+This is the only module that knows how transformers caches and attention masks work.
+`LM.forward` feeds new tokens on top of the cached prefix; the new tokens may form a tree
+(``parents`` local to the new tokens, -1 = hangs off the cached prefix), which is run with a
+4-D attention mask and depth-based position ids. `keep` then gathers the positions that
+survived verification into contiguous cache slots.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from .tree import depths
+
+
+@dataclass
+class Forward:
+    """Result of one forward: post-norm hidden states (n, H) and logits (n, V) of the requested rows."""
+
+    hidden: torch.Tensor
+    logits: torch.Tensor
+
+
+class LM:
+    """A causal LM plus its KV cache.
+
+    `head_ids` (optional, sorted LongTensor) restricts the output layer to a vocabulary subset:
+    logits outside it are -inf, so the softmax is exactly zero there (this keeps a reduced-vocabulary
+    draft lossless: the q it proposes from is the q the verifier sees).
+    """
+
+    def __init__(self, model, head_ids: torch.Tensor | None = None, name: str = ""):
+        self.model = model.eval()
+        self.name = name
+        self.config = model.config
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        self.base = model.get_decoder()
+        self.head = model.get_output_embeddings()
+        self.softcap = getattr(model.config, "final_logit_softcapping", None)
+        self.head_ids = None
+        if head_ids is not None:
+            self.head_ids = head_ids.to(self.device).long()
+            self.head_weight = self.head.weight.index_select(0, self.head_ids).contiguous()   # (Vsub, H)
+        self.cache = DynamicCache(config=model.config)
+        self.forwards = 0
+
+    # -- cache verbs -------------------------------------------------------------------------
+    @property
+    def length(self) -> int:
+        return self.cache.get_seq_length()
+
+    def reset(self) -> None:
+        self.cache = DynamicCache(config=self.config)
+
+    def crop(self, n: int) -> None:
+        """Keep the first n cached positions."""
+        if n < self.length:
+            self.keep(range(n))
+
+    def keep(self, positions: Sequence[int]) -> None:
+        """Keep only these cached positions (ascending), packed to the front."""
+        positions = list(positions)
+        if positions == list(range(self.length)):
+            return
+        idx = torch.tensor(positions, dtype=torch.long, device=self.device)
+        for layer in self.cache.layers:
+            if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                layer.keys = layer.keys.index_select(-2, idx)
+                layer.values = layer.values.index_select(-2, idx)
+
+    # -- forward -----------------------------------------------------------------------------
+    @torch.inference_mode()
+    def forward(self, ids: Sequence[int], parents: Sequence[int] | None = None, rows: slice | Sequence[int] | None = None) -> Forward:
+        """Run `ids` on top of the cache and append them to it.
+
+        ids: the n new tokens; parents: local parent of each (-1 = the cached prefix), None = a plain
+        sequence; rows: which rows to return logits for (default all).
+        """
+        n, past = len(ids), self.length
+        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)          # (1, n)
+        is_chain = parents is None or all(p == i - 1 for i, p in enumerate(parents))
+        if is_chain:
+            pos = torch.arange(past, past + n, device=self.device)[None]                      # (1, n)
+            mask = None
+        else:
+            d = depths([-1, *[p + 1 for p in parents]])[1:]                                  # depth below the prefix
+            pos = torch.tensor([[past + x - 1 for x in d]], device=self.device)
+            mask = self._tree_mask(parents, past)                                             # (1, 1, n, past+n)
+        out = self.base(input_ids=input_ids, position_ids=pos, attention_mask=mask,
+                        cache=self.cache, use_cache=True)
+        self.forwards += 1
+        h = out.last_hidden_state[0]                                                          # (n, H)
+        if rows is not None:
+            h = h[rows]
+        return Forward(hidden=h, logits=self.logits(h))
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """(n, H) hidden -> (n, V) fp32 logits over the full vocabulary."""
+        if self.head_ids is None:
+            x = self.head(h).float()
+        else:
+            sub = torch.nn.functional.linear(h, self.head_weight).float()                     # (n, Vsub)
+            x = torch.full((h.shape[0], self.vocab_size), float("-inf"), device=h.device)
+            x[:, self.head_ids] = sub
+        if self.softcap:
+            x = torch.tanh(x / self.softcap) * self.softcap
+        return x
+
+    def _tree_mask(self, parents: Sequence[int], past: int) -> torch.Tensor:
+        n = len(parents)
+        allow = torch.zeros(n, past + n, dtype=torch.bool)
+        allow[:, :past] = True
+        for i, p in enumerate(parents):
+            if p >= 0:
+                allow[i, past:] = allow[p, past:]
+            allow[i, past + i] = True
+        mask = torch.zeros(n, past + n, dtype=self.dtype)
+        mask.masked_fill_(~allow, torch.finfo(self.dtype).min)
+        return mask[None, None].to(self.device)

