@@ -81,10 +81,16 @@ def default_target_dir(progress=print) -> Path:
     progress(f"specviz: first use, dequantizing {gguf.name} into {out} (once)")
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
+    from safetensors.torch import save_file
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp, safe_serialization=True)
+    tmp.mkdir(parents=True, exist_ok=True)
+    tied = getattr(model.config, "tie_word_embeddings", False)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if not (tied and k == "lm_head.weight")}
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config                 # the saved weights are plain floats
+    model.config.save_pretrained(tmp)
+    model.generation_config.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)

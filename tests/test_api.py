@@ -1,0 +1,77 @@
+"""Configs refuse bad parameters with a clear message; traces round-trip through JSON; mismatched pairs are refused."""
+import json
+
+import pytest
+
+from specviz.config import ChainConfig, DySpecConfig, ModelConfig, RunConfig, SamplingConfig, SpecDecPPConfig
+from specviz.decode import encode_prompt, generate
+from specviz.loading import load_pair, tiny_llama
+from specviz.trace import GenerationTrace
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda: SamplingConfig(temperature=-0.1), "temperature"),
+    (lambda: SamplingConfig(top_p=0.0), "top_p"),
+    (lambda: SamplingConfig(top_p=1.5), "top_p"),
+    (lambda: SamplingConfig(top_k=-1), "top_k"),
+    (lambda: ChainConfig(k=0), "K"),
+    (lambda: RunConfig(max_new_tokens=0), "max new tokens"),
+    (lambda: RunConfig(max_new_tokens=10**9), "max new tokens"),
+    (lambda: RunConfig(method="nope"), "unknown method"),
+    (lambda: SpecDecPPConfig(threshold=1.5), "threshold"),
+    (lambda: DySpecConfig(budget=0), "budget"),
+    (lambda: ModelConfig(dtype="fp8"), "dtype"),
+])
+def test_bad_parameters_raise_value_error(make, needle):
+    with pytest.raises(ValueError, match=needle):
+        make()
+
+
+def test_empty_prompt_is_refused(tiny_pair):
+    with pytest.raises(ValueError, match="empty"):
+        generate(tiny_pair("same"), [], RunConfig(method="ar", max_new_tokens=4))
+    with pytest.raises(ValueError, match="empty"):
+        encode_prompt(None, "   ")
+
+
+def test_trace_json_round_trip(tiny_pair):
+    tr = generate(tiny_pair("near"), [3, 4, 5], RunConfig(method="chain", max_new_tokens=12,
+                                                            sampling=SamplingConfig(temperature=1.0, seed=3)))
+    back = GenerationTrace.from_json(tr.to_json())
+    assert back == tr
+    assert RunConfig.from_dict(back.config) == RunConfig.from_dict(tr.config)
+
+
+@pytest.mark.parametrize("bad", ["{", "[]", '{"method": "ar"}', json.dumps({"method": "ar", "prompt_ids": [1], "output_ids": [],
+                                                                            "rounds": [{"tree": {"tokens": [1], "parents": [5], "q": [1]}}]})])
+def test_malformed_traces_raise_value_error(bad):
+    with pytest.raises(ValueError):
+        GenerationTrace.from_json(bad)
+
+
+def _save_tiny(folder, vocab_words):
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+    vocab = {w: i for i, w in enumerate(vocab_words)}
+    tk = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", eos_token="</s>", pad_token="<pad>")
+    tok.save_pretrained(folder)
+    tiny_llama(vocab=64).save_pretrained(folder)
+
+
+def test_mismatched_tokenizers_are_refused(tmp_path):
+    words = ["<pad>", "<unk>", "</s>"] + [f"w{i}" for i in range(61)]
+    _save_tiny(tmp_path / "t", words)
+    _save_tiny(tmp_path / "d", words[:3] + [f"x{i}" for i in range(61)])
+    with pytest.raises(ValueError, match="tokenizers differ"):
+        load_pair(ModelConfig(target=str(tmp_path / "t"), draft=str(tmp_path / "d"), dtype="fp32", device="cpu"))
+    pair = load_pair(ModelConfig(target=str(tmp_path / "t"), draft=str(tmp_path / "t"), dtype="fp32", device="cpu"))
+    assert pair.target.vocab_size == 64
+
+
+def test_missing_weights_give_a_clear_message(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        load_pair(ModelConfig(target=str(tmp_path / "nothing-here"), dtype="fp32", device="cpu"))
