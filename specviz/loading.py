@@ -38,7 +38,7 @@ class Pair:
     @property
     def eos_ids(self) -> set[int]:
         eos = self.target.model.generation_config.eos_token_id
-        if eos is None:
+        if eos is None and self.tokenizer is not None:
             eos = self.tokenizer.eos_token_id
         return set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
 
