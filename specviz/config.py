@@ -89,11 +89,81 @@ class SpecDecPPConfig:
 
 
 @dataclass(frozen=True)
+class HeadTrainConfig:
+    """`python -m specviz.train head`: data and optimisation of the SpecDec++ acceptance head.
+
+    Each batch of prompts is one regime: greedy (labels 1[argmax p = argmax q]) with probability
+    `greedy_fraction`, else sampled at T = 1 (labels min(1, p/q)). `mixing_ratio` of the input tokens
+    are the target's own (no loss there); `reject_weight` is w of the weighted soft BCE.
+    """
+
+    prompts: int = 480
+    new_tokens: int = 96
+    gen_batch: int = 16
+    greedy_fraction: float = 0.5
+    mixing_ratio: float = 0.15
+    reject_weight: float = 6.0
+    num_layers: int = 3
+    epochs: int = 20
+    lr: float = 1e-3
+    batch: int = 256
+    heldout_fraction: float = 0.15
+    seed: int = 0
+
+    def __post_init__(self):
+        _check(self.prompts >= 2 and self.new_tokens >= 1 and self.gen_batch >= 1, "need >= 2 prompts, >= 1 new token, batch >= 1")
+        _check(0 <= self.greedy_fraction <= 1 and 0 <= self.mixing_ratio < 1, "greedy fraction in [0, 1], mixing ratio in [0, 1)")
+        _check(self.reject_weight > 0 and self.lr > 0 and self.epochs >= 1 and self.batch >= 1, "reject weight, lr, epochs, batch must be positive")
+        _check(0 <= self.num_layers <= 8, f"head layers must lie in [0, 8], got {self.num_layers}")
+        _check(0 < self.heldout_fraction < 1, f"held-out fraction must lie in (0, 1), got {self.heldout_fraction}")
+
+
+@dataclass(frozen=True)
+class DraftTrainConfig:
+    """`python -m specviz.train draft`: distil the target into a small standalone draft.
+
+    Data: the target's greedy continuations of `greedy_prompts` composed chat prompts, of `doc_prompts`
+    long-context prompts over documents it wrote, and sampled ones (T = `sample_temperature`) of
+    `sampled_prompts` more; `top_k` log-probs kept per position. Draft: the target's layers
+    `init_layers` + its final norm, embeddings and output layer shared (frozen), output restricted to
+    the `head_size` most frequent response tokens. Loss: cross-entropy to the target's top-k distribution.
+    """
+
+    greedy_prompts: int = 1280
+    doc_prompts: int = 128
+    sampled_prompts: int = 384
+    sample_temperature: float = 0.7
+    new_tokens: int = 128
+    top_k: int = 32
+    head_size: int = 8192
+    init_layers: tuple[int, ...] = (0,)
+    steps: int = 600
+    batch_tokens: int = 6144
+    lr: float = 1e-3
+    warmup: int = 30
+    checkpoint_every: int = 50
+    heldout_fraction: float = 0.03
+    eval_prompts: int = 40
+    seed: int = 0
+
+    def __post_init__(self):
+        _check(min(self.greedy_prompts, self.new_tokens, self.top_k, self.steps, self.batch_tokens) >= 1,
+               "prompt counts, new tokens, top k, steps and batch tokens must be >= 1")
+        _check(self.doc_prompts >= 0 and self.sampled_prompts >= 0, "doc / sampled prompt counts must be >= 0")
+        _check(256 <= self.head_size <= 49152, f"head size must lie in [256, 49152], got {self.head_size}")
+        _check(len(self.init_layers) >= 1, "the draft needs at least one layer (init_layers)")
+        _check(self.lr > 0 and 0 < self.sample_temperature <= 2, "lr must be > 0, sample temperature in (0, 2]")
+        _check(0 < self.heldout_fraction < 1 and 1 <= self.eval_prompts <= 480, "held-out fraction in (0, 1), eval prompts in [1, 480]")
+
+
+@dataclass(frozen=True)
 class DySpecConfig:
     """DySpec: grow a token tree greedily by estimated value until `budget` draft nodes.
 
-    `level_threshold` > 0 selects the layer-by-layer variant (one draft forward per depth);
-    0 selects the exact heap variant (one draft forward per expanded node).
+    `level_threshold` > 0 selects the layer-by-layer variant (one draft forward per depth level,
+    slots worth >= the threshold); 0 selects the exact heap variant (Algorithm 1; draft forwards
+    batched lazily). `draft_temperature` sets the draft probabilities that value the nodes at
+    target temperature 0; at T > 0 the draft is warped like the target.
     """
 
     budget: int = 16
@@ -108,9 +178,15 @@ class DySpecConfig:
         _check(0 < self.draft_temperature <= 10, f"draft temperature must lie in (0, 10], got {self.draft_temperature}")
 
 
+# Sequoia's positional acceptance vector P[k] for a pair that has none measured yet: rank 1 dominates.
+SEQUOIA_FALLBACK_ACCEPTANCE = (0.55, 0.12, 0.05, 0.03, 0.02, 0.015, 0.01, 0.01)
+
+
 @dataclass(frozen=True)
 class TreeConfig:
-    """Static trees. `kary`: `width` children per node down to `depth`; `sequoia`: DP tree of `budget` nodes."""
+    """Static trees. `kary`: `width` children per node down to `depth`; `sequoia`: DP tree of `budget` drafted
+    nodes (root excluded) and depth <= `max_depth`, from the pair's measured positional acceptance vector
+    (SEQUOIA_FALLBACK_ACCEPTANCE until one is measured)."""
 
     width: int = 2
     depth: int = 3
@@ -171,3 +247,29 @@ class ModelConfig:
         _check(self.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         _check(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
                f"device must be auto, cpu or cuda[:N], got {self.device!r}")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """`python -m specviz bench`: the prompt suite and the settings swept (Spec-Bench sample by default).
+
+    chain_ks: our fixed-K chains; hf_ks: Hugging Face assisted generation with a constant K (threshold 0),
+    run beside its default dynamic schedule. warmup_tokens: length of the untimed warm-up runs.
+    """
+
+    n_prompts: int = 80
+    max_new_tokens: int = 128
+    temperatures: tuple[float, ...] = (0.0, 1.0)
+    seed: int = 0
+    chain_ks: tuple[int, ...] = (2, 3, 4)
+    hf_ks: tuple[int, ...] = (2, 4, 8)
+    warmup_tokens: int = 16
+
+    def __post_init__(self):
+        _check(int(self.n_prompts) == self.n_prompts and self.n_prompts >= 1, f"need at least one prompt, got {self.n_prompts}")
+        _check(1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT,
+               f"max new tokens must lie in [1, {MAX_NEW_TOKENS_LIMIT}], got {self.max_new_tokens}")
+        _check(len(self.temperatures) >= 1 and all(0 <= t <= 100 for t in self.temperatures),
+               f"temperatures must be numbers in [0, 100], got {self.temperatures}")
+        _check(all(1 <= k <= 64 for k in (*self.chain_ks, *self.hf_ks)), "every K must lie in [1, 64]")
+        _check(0 <= self.warmup_tokens <= MAX_NEW_TOKENS_LIMIT, f"warm-up tokens must lie in [0, {MAX_NEW_TOKENS_LIMIT}]")

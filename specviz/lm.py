@@ -8,13 +8,12 @@ survived verification into contiguous cache slots.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
-
-from .tree import depths
 
 
 @dataclass
@@ -49,6 +48,7 @@ class LM:
             self.head_weight = self.head.weight.index_select(0, self.head_ids).contiguous()   # (Vsub, H)
         self.cache = DynamicCache(config=model.config)
         self.forwards = 0
+        self.forward_ms = 0.0              # wall time spent in forward() (model body + output layer); CPU-exact
 
     # -- cache verbs -------------------------------------------------------------------------
     @property
@@ -63,42 +63,68 @@ class LM:
         if n < self.length:
             self.keep(range(n))
 
+    @torch.inference_mode()
     def keep(self, positions: Sequence[int]) -> None:
-        """Keep only these cached positions (ascending), packed to the front."""
+        """Keep only these cached positions (ascending), packed to the front.
+
+        The leading run 0, 1, ..., m-1 stays where it is (a view, no copy); only the few tail
+        positions are moved, in place, into slots m, m+1, ...: a round costs O(accepted), not O(context).
+        """
         positions = list(positions)
-        if positions == list(range(self.length)):
+        n = len(positions)
+        lo, hi = 0, n                                    # m = length of the leading run (binary search:
+        while lo < hi:                                   # ascending distinct ids have positions[i] >= i)
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if positions[mid] == mid else (lo, mid)
+        m = lo
+        if m == n == self.length:
             return
-        idx = torch.tensor(positions, dtype=torch.long, device=self.device)
+        tail = positions[m:]
+        if any(a >= b for a, b in zip(tail, tail[1:])):
+            raise ValueError("LM.keep needs ascending, distinct positions")
+        idx = torch.tensor(tail, dtype=torch.long, device=self.device) if tail else None
         for layer in self.cache.layers:
             if getattr(layer, "keys", None) is not None and layer.keys.numel():
-                layer.keys = layer.keys.index_select(-2, idx)
-                layer.values = layer.values.index_select(-2, idx)
+                if idx is not None:                      # index_select copies first, so the overlap is safe
+                    layer.keys[..., m:n, :] = layer.keys.index_select(-2, idx)
+                    layer.values[..., m:n, :] = layer.values.index_select(-2, idx)
+                layer.keys = layer.keys[..., :n, :]
+                layer.values = layer.values[..., :n, :]
 
     # -- forward -----------------------------------------------------------------------------
     @torch.inference_mode()
-    def forward(self, ids: Sequence[int], parents: Sequence[int] | None = None, rows: slice | Sequence[int] | None = None) -> Forward:
+    def forward(self, ids: Sequence[int], parents: Sequence[int] | None = None, rows: slice | Sequence[int] | None = None,
+                visible: torch.Tensor | None = None) -> Forward:
         """Run `ids` on top of the cache and append them to it.
 
         ids: the n new tokens; parents: local parent of each (-1 = the cached prefix), None = a plain
-        sequence; rows: which rows to return logits for (default all).
+        sequence; rows: which rows to return logits for (default all); visible: (n, past) bool, the cached
+        positions each token with local parent -1 attends to (default all). A tree drafter whose cache holds
+        several branches uses it to show a node only the prefix and its own ancestors; a token's position
+        id is then the number of positions it attends to, minus one.
         """
+        t0 = time.perf_counter()
         n, past = len(ids), self.length
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)          # (1, n)
         is_chain = parents is None or all(p == i - 1 for i, p in enumerate(parents))
-        if is_chain:
+        if is_chain and visible is None:
             pos = torch.arange(past, past + n, device=self.device)[None]                      # (1, n)
             mask = None
         else:
-            d = depths([-1, *[p + 1 for p in parents]])[1:]                                  # depth below the prefix
-            pos = torch.tensor([[past + x - 1 for x in d]], device=self.device)
-            mask = self._tree_mask(parents, past)                                             # (1, 1, n, past+n)
+            allow = self._tree_allow(parents or list(range(-1, n - 1)), past, visible)        # (n, past+n)
+            pos = (allow.sum(-1) - 1)[None].to(self.device)                                   # (1, n)
+            mask = torch.zeros(n, past + n, dtype=self.dtype)
+            mask.masked_fill_(~allow, torch.finfo(self.dtype).min)
+            mask = mask[None, None].to(self.device)                                           # (1, 1, n, past+n)
         out = self.base(input_ids=input_ids, position_ids=pos, attention_mask=mask,
                         cache=self.cache, use_cache=True)
         self.forwards += 1
         h = out.last_hidden_state[0]                                                          # (n, H)
         if rows is not None:
             h = h[rows]
-        return Forward(hidden=h, logits=self.logits(h))
+        fwd = Forward(hidden=h, logits=self.logits(h))
+        self.forward_ms += (time.perf_counter() - t0) * 1e3
+        return fwd
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """(n, H) hidden -> (n, V) fp32 logits over the full vocabulary."""
@@ -112,14 +138,14 @@ class LM:
             x = torch.tanh(x / self.softcap) * self.softcap
         return x
 
-    def _tree_mask(self, parents: Sequence[int], past: int) -> torch.Tensor:
+    @staticmethod
+    def _tree_allow(parents: Sequence[int], past: int, visible: torch.Tensor | None) -> torch.Tensor:
+        """(n, past+n) bool: row i attends to its visible cached positions, its local ancestors and itself."""
         n = len(parents)
         allow = torch.zeros(n, past + n, dtype=torch.bool)
-        allow[:, :past] = True
+        allow[:, :past] = True if visible is None else visible.cpu()
         for i, p in enumerate(parents):
             if p >= 0:
-                allow[i, past:] = allow[p, past:]
+                allow[i] = allow[p]
             allow[i, past + i] = True
-        mask = torch.zeros(n, past + n, dtype=self.dtype)
-        mask.masked_fill_(~allow, torch.finfo(self.dtype).min)
-        return mask[None, None].to(self.device)
+        return allow

@@ -17,7 +17,29 @@ def _heuristic(run, pair, rng):
     return HeuristicDrafter(pair.draft, run.sampling, rng, run.heuristic, pair.eos_ids)
 
 
-BUILDERS = {"ar": _ar, "chain": _chain, "heuristic": _heuristic}
+def _specdecpp(run, pair, rng):
+    from .specdecpp import SpecDecPPDrafter, head_for_pair
+    return SpecDecPPDrafter(pair.draft, run.sampling, rng, head_for_pair(pair), run.specdecpp, pair.eos_ids)
+
+
+def _dyspec(run, pair, rng):
+    from .dyspec import DySpecDrafter
+    return DySpecDrafter(pair.draft, run.sampling, rng, run.dyspec, pair.eos_ids)
+
+
+def _kary(run, pair, rng):
+    from .static_trees import StaticTreeDrafter, kary
+    return StaticTreeDrafter(pair.draft, run.sampling, rng, kary(run.tree.width, run.tree.depth), pair.eos_ids)
+
+
+def _sequoia(run, pair, rng):
+    from .static_trees import StaticTreeDrafter, load_acceptance, sequoia
+    shape = sequoia(run.tree.budget, load_acceptance(pair.info, run.sampling.temperature), run.tree.max_depth)
+    return StaticTreeDrafter(pair.draft, run.sampling, rng, shape, pair.eos_ids)
+
+
+BUILDERS = {"ar": _ar, "chain": _chain, "heuristic": _heuristic, "specdecpp": _specdecpp,
+            "dyspec": _dyspec, "kary": _kary, "sequoia": _sequoia}
 
 
 def make_drafter(run: RunConfig, pair, rng) -> Drafter:

@@ -1,0 +1,297 @@
+"""`python -m specviz bench`: speed, acceptance and a losslessness audit of every method, beside
+autoregressive decoding and Hugging Face assisted generation, on one pair and one dtype per suite.
+
+Notation: tau = tokens emitted per round (= per target forward); alpha_d = P(the accepted path
+reaches draft depth d | it reached depth d - 1 and the draft offered depth d); margin = the
+target's logit top1 - top2 at the first position where a method's output leaves the
+autoregressive one.
+
+Hygiene: an untimed warm-up of every setting first; then per prompt every setting runs back to
+back, in an order rotated by the prompt index, so machine noise hits all alike; one dtype for
+every method of a suite. This module computes records; `bench_report` renders them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from .bench_hf import HFSetting, hf_generate
+from .config import METHOD_LABELS, BenchConfig, ChainConfig, ModelConfig, RunConfig, SamplingConfig
+from .tree import depths
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_PROMPTS = ASSETS / "spec_bench_questions.jsonl"
+MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
+OURS_FIXED = ("ar", "chain", "heuristic")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    qid: str
+    category: str
+    ids: tuple[int, ...]
+    text: str = ""
+
+    @property
+    def task(self) -> str:
+        return task_of(self.category)
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str                   # "ar", "chain:2", "dyspec", "hf", "hf-assist", "hf-assist:4", "hf-heuristic"
+    label: str
+    kind: str                  # "ours" | "hf"
+    method: str                # our method name, or the Hugging Face mode
+    k: int | None = None
+
+    @property
+    def hf_assisted(self) -> bool:
+        return self.kind == "hf" and self.method != "plain"
+
+
+# -- prompts and settings ----------------------------------------------------------------------
+def task_of(category: str) -> str:
+    """Spec-Bench's six tasks: the eight MT-bench categories count as one."""
+    return "mt_bench" if category in MT_BENCH else category
+
+
+def stratified(rows: list[dict], n: int, seed: int) -> list[dict]:
+    """n rows, as equal per task as the task sizes allow; within a task, round robin over categories."""
+    rng = random.Random(seed)
+    groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        cat = str(r.get("category", "all"))
+        groups[task_of(cat)][cat].append(r)
+    queues = {}
+    for task, cats in sorted(groups.items()):
+        lists = [cats[c] for c in sorted(cats)]
+        for lst in lists:
+            rng.shuffle(lst)
+        queues[task] = [lst[i] for i in range(max(map(len, lists))) for lst in lists if i < len(lst)]
+    order = sorted(queues)
+    rng.shuffle(order)                                   # which tasks get the remainder, seeded
+    out: list[dict] = []
+    while len(out) < min(n, len(rows)):
+        for task in order:
+            if queues[task] and len(out) < n:
+                out.append(queues[task].pop(0))
+    return [r for _, r in sorted(enumerate(out), key=lambda x: (task_of(str(x[1].get("category", "all"))), x[0]))]
+
+
+def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list[Setting]:
+    """Method specs -> settings. 'chain' expands to cfg.chain_ks; 'ar' is always included (the reference)."""
+    if not specs or specs == ["all"]:
+        specs = (["ar", "chain", "heuristic"] + [m for m in available if m not in OURS_FIXED]
+                 + ["hf", "hf-assist"] + [f"hf-assist:{k}" for k in cfg.hf_ks])
+    out: list[Setting] = []
+    for spec in specs:
+        name, _, arg = spec.partition(":")
+        k = int(arg) if arg else None
+        if name == "chain":
+            out += [Setting(f"chain:{x}", f"specviz {METHOD_LABELS['chain']}, K={x}", "ours", "chain", x)
+                    for x in ([k] if k else cfg.chain_ks)]
+        elif name == "hf":
+            out.append(Setting("hf", "HF generate, target alone", "hf", "plain"))
+        elif name == "hf-assist" and k:
+            out.append(Setting(spec, f"HF assisted, constant K={k}", "hf", "constant", k))
+        elif name == "hf-assist":
+            out.append(Setting(spec, "HF assisted, library defaults (dynamic: K<=20, confidence 0.4)", "hf", "dynamic"))
+        elif name == "hf-heuristic":
+            out.append(Setting(spec, f"HF assisted, heuristic schedule (start K={k or 5})", "hf", "heuristic", k or 5))
+        elif name in available:
+            out.append(Setting(name, f"specviz {METHOD_LABELS.get(name, name)}", "ours", name))
+        else:
+            raise ValueError(f"unknown method {spec!r}; available: {', '.join(available)}, chain:K, hf, hf-assist, "
+                             "hf-assist:K, hf-heuristic")
+    if not any(s.key == "ar" for s in out):
+        out.insert(0, Setting("ar", f"specviz {METHOD_LABELS['ar']}", "ours", "ar"))
+    return list({s.key: s for s in out}.values())
+
+
+# -- one run -----------------------------------------------------------------------------------
+def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
+    """Decode one prompt with one setting; a record of plain values."""
+    if s.kind == "hf":
+        r = hf_generate(pair.target.model, list(prompt.ids), max_new_tokens, temperature, seed,
+                        HFSetting(s.method, s.k), pair.draft.model)
+        made, depth = 0, []
+        for n in r.rounds:                          # a constant-K draft offers min(K, tokens left - 1)
+            depth.append(min(s.k, max_new_tokens - made - 1) if s.method == "constant" else None)
+            made += n
+        return dict(output_ids=r.output_ids, tokens=len(r.output_ids), total_ms=r.total_ms, rounds=len(r.rounds),
+                    accepted=[n - 1 for n in r.rounds], depth=depth)
+    from .decode import iter_rounds
+    run = RunConfig(method=s.method, max_new_tokens=max_new_tokens,
+                    sampling=SamplingConfig(temperature=temperature, seed=seed),
+                    **({"chain": ChainConfig(s.k)} if s.method == "chain" else {}))
+    f0 = pair.target.forward_ms + pair.draft.forward_ms
+    t0 = time.perf_counter()
+    rounds = list(iter_rounds(pair, list(prompt.ids), run))
+    ms = (time.perf_counter() - t0) * 1e3
+    out = [t for r in rounds for t in r.emitted]
+    return dict(output_ids=out, tokens=len(out), total_ms=ms, rounds=len(rounds),
+                forward_ms=pair.target.forward_ms + pair.draft.forward_ms - f0,
+                accepted=[r.n_accepted for r in rounds], depth=[max(depths(r.tree.parents)) for r in rounds],
+                draft_ms=sum(r.draft_ms for r in rounds), verify_ms=sum(r.verify_ms for r in rounds),
+                overhead_ms=sum(r.overhead_ms for r in rounds), draft_forwards=sum(r.draft_forwards for r in rounds))
+
+
+def logit_margin(pair, ids: list[int]) -> dict:
+    """The target's logits after `ids` (a fresh forward over the whole prefix): top1, top2, margin."""
+    lm = pair.target
+    lm.reset()
+    x = lm.forward(ids, rows=slice(-1, None)).logits[0]                                       # (V,)
+    lm.reset()
+    v, i = torch.topk(x, 2)
+    return {"top1": int(i[0]), "top2": int(i[1]), "margin": float(v[0] - v[1])}
+
+
+def audit(pair, prompt: Prompt, ref: list[int], outputs: dict[str, list[int]]) -> list[dict]:
+    """One record per setting whose greedy output differs from the autoregressive `ref`."""
+    found = []
+    for key, got in outputs.items():
+        if got == ref:
+            continue
+        pos = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), min(len(ref), len(got)))
+        m = logit_margin(pair, list(prompt.ids) + ref[:pos])
+        found.append({"prompt": prompt.qid, "task": prompt.task, "setting": key, "position": pos,
+                      "ref_token": ref[pos] if pos < len(ref) else None, "got_token": got[pos] if pos < len(got) else None,
+                      **m})
+    return found
+
+
+# -- the suite ---------------------------------------------------------------------------------
+def run_suite(pair, prompts: list[Prompt], settings: list[Setting], cfg: BenchConfig, progress: bool = True,
+              log=print) -> dict:
+    """Warm up, then every prompt x temperature x setting, interleaved per prompt; audit at T = 0."""
+    from tqdm import tqdm
+    from .bench_report import summarize
+    skipped = {}
+    warm = [(t, s) for t in cfg.temperatures for s in settings] if cfg.warmup_tokens else []
+    for t, s in tqdm(warm, desc="warm-up", unit="run", disable=not progress, file=sys.stderr):
+        if s.key in skipped:                                          # 1. untimed warm-up of every setting
+            continue
+        try:
+            run_one(pair, prompts[0], s, t, cfg.warmup_tokens, cfg.seed)
+        except Exception as e:                                        # e.g. a method whose head is not trained yet
+            skipped[s.key] = f"{type(e).__name__}: {e}"
+            log(f"specviz bench: skipping {s.key}: {skipped[s.key]}")
+    settings = [s for s in settings if s.key not in skipped]
+    runs, mismatches = [], []
+    bar = tqdm(total=len(cfg.temperatures) * len(prompts) * len(settings), unit="run", disable=not progress,
+               file=sys.stderr, desc=str(pair.info.get("dtype", "")))
+    for t in cfg.temperatures:                                        # 2. timed runs, interleaved per prompt
+        for i, p in enumerate(prompts):
+            outs = {}
+            for s in settings[i % len(settings):] + settings[:i % len(settings)]:
+                bar.set_postfix_str(f"T={t:g} {s.key}", refresh=False)
+                rec = run_one(pair, p, s, t, cfg.max_new_tokens, cfg.seed + i)
+                outs[s.key] = rec["output_ids"]
+                runs.append({"prompt": p.qid, "category": p.category, "task": p.task, "temperature": t,
+                             "setting": s.key, **rec})
+                bar.update()
+            if t == 0:                                                # 3. losslessness audit
+                mismatches += audit(pair, p, outs["ar"], {k: v for k, v in outs.items() if k != "ar"})
+    bar.close()
+    models = {**pair.info, "draft_is_target": pair.draft.model is pair.target.model,
+              "draft_head_ours": None if pair.draft.head_ids is None else int(pair.draft.head_ids.numel())}
+    return {"dtype": pair.info.get("dtype"), "models": models, "settings": [asdict(s) for s in settings],
+            "skipped": skipped, "prompts": [{"qid": p.qid, "category": p.category, "task": p.task, "n_ids": len(p.ids)}
+                                            for p in prompts],
+            "runs": runs, "mismatches": mismatches, **summarize(runs, settings, mismatches)}
+
+
+def machine_info() -> dict:
+    import transformers
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        import sklearn  # noqa: F401  (HF adapts its confidence threshold by ROC only when present)
+        has_sklearn = True
+    except ImportError:
+        has_sklearn = False
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "gpu": gpu,
+            "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "platform": platform.platform(), "sklearn_for_hf_threshold": has_sklearn}
+
+
+# -- command line ------------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    d = BenchConfig()
+    p = argparse.ArgumentParser(prog="python -m specviz bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="JSON-lines file with 'turns' (and 'category')")
+    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help="stratified sample size (equal per task)")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument("--temperatures", type=float, nargs="+", default=list(d.temperatures))
+    p.add_argument("--methods", nargs="+", default=None,
+                   help="ar, chain[:K], heuristic, any registered method, hf, hf-assist[:K], hf-heuristic (default: all)")
+    p.add_argument("--dtype", nargs="+", choices=("bf16", "fp32"), default=[ModelConfig().dtype],
+                   help="one suite per dtype; every method of a suite uses it")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--warmup-tokens", type=int, default=d.warmup_tokens)
+    p.add_argument("--target", default=None)
+    p.add_argument("--draft", default=None)
+    p.add_argument("--device", default=ModelConfig().device)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--out", default=None, help="write every figure (per prompt and aggregated) to this JSON file")
+    p.add_argument("--md", default=None, help="also write the markdown report to this file")
+    p.add_argument("--html", default=None, help="write plotly HTML plots into this folder")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    from . import bench_report
+    from .cli import read_prompts
+    from .decode import encode_prompt
+    from .loading import load_pair
+    from .methods import BUILDERS
+    try:
+        cfg = BenchConfig(n_prompts=a.n_prompts, max_new_tokens=a.max_new_tokens, temperatures=tuple(a.temperatures),
+                          seed=a.seed, warmup_tokens=a.warmup_tokens)
+        settings = parse_settings(a.methods, cfg, list(BUILDERS))
+        rows = stratified(read_prompts(a.prompts), cfg.n_prompts, cfg.seed)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"specviz bench: error: {e}", file=sys.stderr)
+        return 2
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    result = {"machine": machine_info(), "config": {**asdict(cfg), "prompts_file": a.prompts,
+              "methods": [s.key for s in settings], "dtypes": a.dtype}, "suites": {}}
+    for dtype in a.dtype:
+        pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=dtype, device=a.device),
+                         progress=lambda m: print(m, file=sys.stderr))
+        prompts = [Prompt(str(r.get("question_id", i)), str(r.get("category", "all")),
+                          tuple(encode_prompt(pair.tokenizer, r["turns"][0])), r["turns"][0])
+                   for i, r in enumerate(rows)]
+        result["suites"][dtype] = run_suite(pair, prompts, settings, cfg, progress=not a.quiet,
+                                            log=lambda m: print(m, file=sys.stderr))
+        del pair
+    md = bench_report.markdown(result)
+    print(md)
+    if a.md:
+        Path(a.md).write_text(md, encoding="utf-8")
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+    if a.html:
+        for path in bench_report.write_html(result, a.html):
+            print(f"specviz bench: wrote {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,123 @@
+"""Hardware-aware tree budget: how long one verification forward takes per number of tree tokens, and
+the budget that maximises expected tokens per second (Sequoia §3.1.2's choice, with measured costs).
+
+Notation: n = tokens in one forward (the root plus the drafted nodes), t(n) = measured median ms of that
+forward on top of a realistic context; for a budget of m drafted nodes a round costs
+t_target(m + 1) + (draft forwards) * t_draft and yields G(m) tokens in expectation, so the best budget is
+argmax_m G(m) / cost(m). `python -m specviz.budget` measures the pair's curves and stores them in
+assets/verify_curve.json (with the machine they were measured on) for the dashboard to draw.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .lm import LM
+
+CURVE_FILE = Path(__file__).resolve().parent.parent / "assets" / "verify_curve.json"
+SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def machine_info() -> dict:
+    info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def _sync(lm: LM) -> None:
+    if lm.device.type == "cuda":
+        torch.cuda.synchronize(lm.device)
+
+
+def measure_curve(lm: LM, context: Sequence[int], sizes: Sequence[int] = SIZES, repeats: int = 5) -> dict:
+    """Median ms of one forward of n tree tokens (a binary-tree shape) on top of `context`, for each n."""
+    lm.reset()
+    lm.forward(list(context), rows=slice(0, 0))
+    base = lm.length
+    ids = [int(t) for t in context[-max(sizes):]] * (max(sizes) // max(1, len(context)) + 1)
+    ms = []
+    for n in sizes:
+        parents = [-1] + [(i - 1) // 2 for i in range(1, n)]
+        times = []
+        for r in range(repeats + 1):                             # the first run warms up
+            _sync(lm)
+            t0 = time.perf_counter()
+            lm.forward(ids[:n], parents=parents)
+            _sync(lm)
+            if r:
+                times.append((time.perf_counter() - t0) * 1e3)
+            lm.crop(base)
+        ms.append(round(sorted(times)[len(times) // 2], 3))
+    return {"n": list(sizes), "ms": ms}
+
+
+def interpolate(curve: dict, n: float) -> float:
+    """t(n) in ms, linear between measured sizes and beyond the last two."""
+    xs, ys = curve["n"], curve["ms"]
+    if n <= xs[0]:
+        return ys[0]
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if n <= x1:
+            return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+    (x0, y0), (x1, y1) = (xs[-2], ys[-2]), (xs[-1], ys[-1])
+    return y1 + (y1 - y0) * (n - x1) / (x1 - x0)
+
+
+@dataclass(frozen=True)
+class BudgetChoice:
+    budget: int
+    tokens_per_s: float
+    table: tuple[tuple[int, float, float, float], ...]      # (budget, expected tokens, round ms, tokens/s)
+
+
+def pick_budget(curve: dict, expected_tokens: Callable[[int], float], budgets: Sequence[int],
+                draft_ms: Callable[[int], float] = lambda m: 0.0) -> BudgetChoice:
+    """The budget m maximising expected_tokens(m) / (t_target(m + 1) + draft_ms(m)) in tokens per second."""
+    rows = []
+    for m in budgets:
+        g = float(expected_tokens(m))
+        cost = interpolate(curve, m + 1) + float(draft_ms(m))
+        rows.append((int(m), round(g, 4), round(cost, 3), round(1e3 * g / cost, 3)))
+    best = max(rows, key=lambda r: r[3])
+    return BudgetChoice(best[0], best[3], tuple(rows))
+
+
+def load_curve(path: Path = CURVE_FILE) -> dict | None:
+    """The stored measurement (target and draft curves plus machine info), or None if never measured."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+    from .config import ModelConfig
+    from .loading import REPO, load_pair
+    ap = argparse.ArgumentParser(prog="python -m specviz.budget", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtype", default=ModelConfig.dtype, choices=("bf16", "fp32"))
+    ap.add_argument("--context", type=int, default=256, help="tokens already in the cache")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--questions", type=Path, default=REPO / "assets" / "spec_bench_questions.jsonl",
+                    help="JSON lines with 'turns'; their first turns make the context")
+    ap.add_argument("--out", type=Path, default=CURVE_FILE)
+    a = ap.parse_args(argv)
+    pair = load_pair(ModelConfig(dtype=a.dtype))
+    text = " ".join(json.loads(line)["turns"][0] for line in a.questions.read_text().splitlines()[:40])
+    context = pair.tokenizer(text)["input_ids"][:a.context]
+    record = {"machine": machine_info(), "models": dict(pair.info), "dtype": a.dtype, "context": len(context),
+              "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "target": measure_curve(pair.target, context, repeats=a.repeats),
+              "draft": measure_curve(pair.draft, context, repeats=a.repeats)}
+    a.out.write_text(json.dumps(record, indent=1) + "\n")
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()

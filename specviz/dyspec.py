@@ -1,0 +1,87 @@
+"""DySpec: a draft token tree grown greedily by estimated value (Xiong et al. 2024, arXiv 2410.11744).
+
+Notation as in `tree_drafting`: a *sampling slot* at node u is the next draw from u's remaining draft
+distribution R[u]; its value v = w(u) * sum(R[u]) estimates the probability that the verifier examines
+that draw (the draft probability stands in for the unknown acceptance rate). Drawing y from R[u] creates
+node c with value w(c) = v * R[y] (normalised), and leaves a sibling slot worth v * (1 - R[y]).
+
+Two variants, both lossless (the decision to draw again depends on draft quantities only, no drawn
+token is ever dropped, and children are kept in drawing order):
+
+- heap (Algorithm 1, ``level_threshold == 0``): a max-heap of slots; each pop draws one token, until
+  the tree has ``budget`` drafted nodes. Draft distributions are computed lazily and in batches: when a
+  popped slot belongs to a node the draft has not run yet, every node created since the last draft
+  forward goes through the draft together (one forward, tree mask). This builds exactly Algorithm 1's
+  tree with far fewer draft forwards than its one-per-node.
+- level (Algorithm 2, ``level_threshold == t > 0``): one draft forward per depth level over the new
+  nodes worth at least t; at each level the slots worth at least t are drawn best first, capped at
+  ``budget``.
+"""
+from __future__ import annotations
+
+import heapq
+
+from .config import DySpecConfig
+from .drafters import Drafter, Proposal
+from .tree_drafting import TreeDrafter
+
+
+class DySpecDrafter(TreeDrafter):
+    """Dynamic token tree under a node budget (DySpec); `cfg.level_threshold` picks the variant."""
+
+    def __init__(self, lm, sampling, rng, cfg: DySpecConfig = DySpecConfig(), eos_ids=frozenset()):
+        super().__init__(lm, sampling, rng, eos_ids)
+        self.cfg = cfg
+        self.value_temperature = cfg.draft_temperature
+        self.max_children = cfg.budget
+
+    def propose(self, committed, remaining) -> Proposal:
+        depth = min(self.cfg.max_depth, remaining - 1)          # the round always adds one target token
+        if depth < 1:
+            self.slots = {}
+            return Drafter.propose(self, committed, remaining)
+        self.start(committed, depth)
+        if self.cfg.level_threshold > 0:
+            self._grow_levels(self.cfg.level_threshold)
+        else:
+            self._grow_heap()
+        return self.proposal()
+
+    def _grow_heap(self) -> None:
+        """Algorithm 1: pop the most valuable slot, draw one token there, push its sibling and child slots."""
+        heap, seq = [(-1.0, 0, 0)], 1                            # (-v, insertion order, node)
+        pending: list[int] = []                                  # created, expandable, not yet run by the draft
+        while heap and self.n_drafted < self.cfg.budget:
+            _, _, u = heapq.heappop(heap)
+            if not self.computed(u):
+                self.compute(pending)                            # u is among them
+                pending = []
+            c = self.draw(u)
+            v_sibling = self.w[u] * self.mass(u)
+            if v_sibling > 0:
+                heapq.heappush(heap, (-v_sibling, seq, u))
+            if self.expandable(c):
+                heapq.heappush(heap, (-self.w[c], seq + 1, c))
+                pending.append(c)
+            seq += 2
+
+    def _grow_levels(self, t: float) -> None:
+        """Algorithm 2: per depth level, draw at every slot worth >= t (best first), then one draft forward."""
+        frontier = [0]
+        while frontier and self.n_drafted < self.cfg.budget:
+            heap = [(-self.w[u], i, u) for i, u in enumerate(frontier)]
+            heapq.heapify(heap)
+            seq, new = len(heap), []
+            while heap and self.n_drafted < self.cfg.budget:
+                _, _, u = heapq.heappop(heap)
+                c = self.draw(u)
+                v_sibling = self.w[u] * self.mass(u)
+                if v_sibling >= t:
+                    heapq.heappush(heap, (-v_sibling, seq, u))
+                    seq += 1
+                if self.expandable(c) and self.w[c] >= t:
+                    new.append(c)
+            if not new or self.n_drafted >= self.cfg.budget:
+                return
+            self.compute(new)
+            frontier = new

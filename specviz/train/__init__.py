@@ -1,0 +1,1 @@
+"""Training commands for the shipped models (`python -m specviz.train <command>`)."""

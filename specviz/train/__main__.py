@@ -1,0 +1,16 @@
+"""`python -m specviz.train <command> [options]`: each command is a module with `main(argv)`."""
+import sys
+from importlib import import_module
+
+COMMANDS = {"head": "specviz.train.head", "draft": "specviz.train.draft_run"}      # command -> module
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in COMMANDS:
+        raise SystemExit(f"usage: python -m specviz.train {{{','.join(COMMANDS)}}} [options]")
+    import_module(COMMANDS[argv[0]]).main(argv[1:])
+
+
+if __name__ == "__main__":
+    main()

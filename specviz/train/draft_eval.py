@@ -1,0 +1,128 @@
+"""Held-out evaluation of a draft against its target on Spec-Bench prompts (T = 0).
+
+Notation: along the target's greedy path y_1..y_R of a prompt, m_i = 1[argmax q_i = y_i] (the draft's
+argmax, teacher-forced on the same prefix, equals the target's). Greedy agreement a = mean m_i.
+For a token-level draft under greedy verification, a round starting at position i with chain length K
+accepts A_i(K) = min(K, number of consecutive m_i = m_{i+1} = ... = 1), exactly; E[A(K)] is the mean
+over all i, tau(K) = 1 + E[A(K)] tokens per target call, and alpha_j = P(A >= j | A >= j - 1) the
+acceptance rate of draft position j. Cost: c = draft step / target step (one token, warm KV cache),
+v(n) = target forward over n tokens / over one; predicted speedup(K) = tau(K) / (K c + v(K + 1)).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from ..decode import encode_prompt
+from .data import Distill, build_shards
+
+SPEC_BENCH = Path(__file__).resolve().parents[3] / "shared" / "data" / "spec_bench_questions.jsonl"
+KS = (1, 2, 3, 4, 5, 6)
+
+
+def heldout_prompts(n: int, path: Path = SPEC_BENCH) -> list[tuple[str, str]]:
+    """n Spec-Bench first turns spread evenly over the file (so every category is represented)."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    step = len(rows) / n
+    return [(rows[int(i * step)]["category"], rows[int(i * step)]["turns"][0]) for i in range(n)]
+
+
+def heldout_data(pair, n: int, folder: Path, new_tokens: int = 128) -> Distill:
+    """The target's greedy continuations of the held-out prompts (cached under `folder`)."""
+    return build_shards(pair.target.model, pair.tokenizer, heldout_prompts(n), folder,
+                        f"specbench-{n}-{pair.info['dtype']}", temperature=0.0, max_new=new_tokens, top_k=4,
+                        seed=0, shard_size=n, max_batch=8, token_budget=4096)
+
+
+@torch.inference_mode()
+def matches(draft, data: Distill) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per sequence, m_i with the draft's reduced head (as the engine runs it) and with its full head."""
+    reduced, full = [], []
+    for s in range(len(data)):
+        ids, P, rows = data.sequence(s)
+        want = ids[P:]
+        draft.reset()
+        out = draft.forward(ids[:-1].tolist(), rows=slice(P - 1, None))                  # (R, V)
+        reduced.append(out.logits.argmax(-1) == want)
+        full.append(draft.head(out.hidden).float().argmax(-1) == want)
+    draft.reset()
+    return reduced, full
+
+
+def accepted(m: list[torch.Tensor], K: int) -> tuple[float, list[float]]:
+    """E[A(K)] over all start positions, and alpha_1..alpha_K."""
+    counts = torch.zeros(K + 1)                                                        # histogram of A
+    for x in m:
+        x = x.tolist()
+        run = 0
+        for i in range(len(x) - 1, -1, -1):                                            # run of matches starting at i
+            run = run + 1 if x[i] else 0
+            counts[min(run, K, len(x) - i)] += 1
+    p = counts / counts.sum()
+    at_least = [float(p[j:].sum()) for j in range(K + 1)]
+    return float((p * torch.arange(K + 1)).sum()), [at_least[j] / max(at_least[j - 1], 1e-9) for j in range(1, K + 1)]
+
+
+@torch.inference_mode()
+def step_costs(pair, prompt_ids: list[int], reps: int = 30) -> dict:
+    """Median ms of one-token target / draft steps on a warm cache, and target forwards over n = 2..7 tokens."""
+    t, d = pair.target, pair.draft
+    t.reset(), d.reset()
+    t.forward(prompt_ids), d.forward(prompt_ids)
+    base_t, base_d = t.length, d.length
+    ms = {"target": [], "draft": [], **{n: [] for n in range(2, 8)}}
+    tok = prompt_ids[-1]
+    for r in range(reps):
+        for key, lm, ids in [("target", t, [tok]), ("draft", d, [tok])] + [(n, t, [tok] * n) for n in range(2, 8)]:
+            t0 = time.perf_counter()
+            lm.forward(ids)
+            ms[key].append((time.perf_counter() - t0) * 1e3)
+            lm.crop(base_t if lm is t else base_d)
+    med = {k: statistics.median(v) for k, v in ms.items()}
+    t.reset(), d.reset()
+    return {"target_ms": med["target"], "draft_ms": med["draft"], "c": med["draft"] / med["target"],
+            "verify": {n: med[n] / med["target"] for n in range(2, 8)}}
+
+
+def evaluate(pair, data: Distill, cost_prompt: str, reps: int = 30) -> dict:
+    """All held-out figures of `pair.draft` on `data` (see the module docstring)."""
+    reduced, full = matches(pair.draft, data)
+    res = {"positions": int(sum(len(x) for x in reduced)), "prompts": len(data)}
+    for name, m in (("reduced", reduced), ("full", full)):
+        res[name] = {"agreement": float(torch.cat(m).float().mean())}
+        for K in KS:
+            e, alpha = accepted(m, K)
+            res[name][f"K{K}"] = {"E_accepted": e, "tau": 1 + e, "alpha": alpha}
+    by_cat: dict[str, list[torch.Tensor]] = {}
+    for s, m in enumerate(reduced):
+        by_cat.setdefault(data.meta[s]["category"], []).append(m)
+    res["agreement_by_category"] = {c: float(torch.cat(v).float().mean()) for c, v in sorted(by_cat.items())}
+    cost = step_costs(pair, encode_prompt(pair.tokenizer, cost_prompt), reps)
+    res["cost"] = cost
+    res["predicted_speedup"] = {f"K{K}": res["reduced"][f"K{K}"]["tau"] / (K * cost["c"] + cost["verify"][K + 1])
+                                for K in KS}
+    return res
+
+
+def table(res: dict) -> str:
+    """Markdown summary of `evaluate`'s result (for the model card and the console)."""
+    c = res["cost"]
+    lines = [f"Held-out: {res['prompts']} Spec-Bench prompts, {res['positions']} target greedy positions.",
+             "",
+             f"- greedy agreement: reduced head **{res['reduced']['agreement']:.3f}**, full head {res['full']['agreement']:.3f}",
+             f"- step time (bf16, one token, warm cache): target {c['target_ms']:.1f} ms, draft {c['draft_ms']:.2f} ms, "
+             f"**c = {c['c']:.3f}**",
+             "- verify cost v(n) = target forward over n tokens / one: "
+             + ", ".join(f"v({n}) = {v:.2f}" for n, v in c["verify"].items()),
+             "", "| K | E[accepted] | tau = tokens / target call | alpha per draft position | full-head tau | predicted speedup |",
+             "|---|---|---|---|---|---|"]
+    for K in KS:
+        r, f = res["reduced"][f"K{K}"], res["full"][f"K{K}"]
+        lines.append(f"| {K} | {r['E_accepted']:.2f} | {r['tau']:.2f} | {' '.join(f'{a:.2f}' for a in r['alpha'])} | "
+                     f"{f['tau']:.2f} | {res['predicted_speedup'][f'K{K}']:.2f}x |")
+    lines += ["", "Agreement by category: " + ", ".join(f"{k} {v:.2f}" for k, v in res["agreement_by_category"].items())]
+    return "\n".join(lines)

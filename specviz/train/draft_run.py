@@ -1,0 +1,154 @@
+"""`python -m specviz.train draft`: data -> training -> shipped weights -> held-out evaluation -> model card.
+
+Stages (each cached under --work, so an interrupted run resumes where it stopped):
+1. target continuations: greedy on composed prompts, greedy on long-context prompts over documents the
+   target wrote in stage 1, sampled on more composed prompts (`data.py`, `prompts.py`);
+2. training of the draft with checkpoints (`draft.py`); the shipped folder is refreshed at every
+   checkpoint, so a usable draft exists early;
+3. evaluation on held-out Spec-Bench prompts in bf16 (`draft_eval.py`) and the model card.
+`--eval-only` runs stage 3 on the shipped draft.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import time
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from ..config import DraftTrainConfig, ModelConfig
+from ..loading import DEFAULT_DRAFT, cache_dir, load_pair
+from . import draft_eval
+from .data import build_shards, merge
+from .draft import build_draft, head_ids, save_draft, train
+from .prompts import compose, with_documents
+
+COST_PROMPT = "Explain how a rainbow forms, step by step."
+
+
+def parse(argv) -> tuple[argparse.Namespace, DraftTrainConfig]:
+    d = DraftTrainConfig()
+    ap = argparse.ArgumentParser(prog="python -m specviz.train draft", description="Train and ship the default draft.")
+    ap.add_argument("--out", default=DEFAULT_DRAFT, help="shipped draft folder (default: models/smollm2-draft)")
+    ap.add_argument("--work", default=str(cache_dir() / "train"), help="cache of data and checkpoints")
+    ap.add_argument("--eval-only", action="store_true", help="only evaluate the draft in --out")
+    ap.add_argument("--skip-eval", action="store_true", help="train and ship, without the held-out evaluation")
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    for f in fields(d):
+        if f.name == "init_layers":
+            ap.add_argument("--init-layers", default=",".join(map(str, d.init_layers)),
+                            help="target layers the draft starts from, e.g. 0 or 0,29")
+        else:
+            ap.add_argument("--" + f.name.replace("_", "-"), type=type(getattr(d, f.name)), default=getattr(d, f.name))
+    a = ap.parse_args(argv)
+    kw = {f.name: getattr(a, f.name) for f in fields(d) if f.name != "init_layers"}
+    return a, replace(d, **kw, init_layers=tuple(int(x) for x in a.init_layers.split(",")))
+
+
+def distillation_data(pair, cfg: DraftTrainConfig, work: Path):
+    """Stage 1: greedy, long-context and sampled target continuations (cached shards)."""
+    folder = work / "draft-data"
+    kw = dict(max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed)
+    greedy_items, sampled_items = compose(cfg.greedy_prompts, cfg.seed), compose(cfg.sampled_prompts, cfg.seed + 1)
+    n = lambda k: (k + 63) // 64                                                        # noqa: E731 shards of 64 prompts
+    bar = tqdm(total=n(len(greedy_items)) + n(cfg.doc_prompts) + n(len(sampled_items)), desc="target data (shards)")
+    model, tok = pair.target.model, pair.tokenizer
+    parts = [build_shards(model, tok, greedy_items, folder, "greedy", temperature=0.0, progress=bar.update, **kw)]
+    docs = [tok.decode(r, skip_special_tokens=True).strip() for r, m in zip(parts[0].responses(), parts[0].meta)
+            if m["category"] == "doc"]
+    if cfg.doc_prompts and docs:
+        digest = hashlib.sha1("\n".join(docs).encode()).hexdigest()[:8]                  # docs depend on the greedy data
+        parts.append(build_shards(model, tok, with_documents(docs, cfg.doc_prompts, cfg.seed), folder, f"docs-{digest}",
+                                  temperature=0.0, max_batch=8, progress=bar.update, **kw))
+    if sampled_items:
+        parts.append(build_shards(model, tok, sampled_items, folder, f"sampled-t{cfg.sample_temperature}",
+                                  temperature=cfg.sample_temperature, progress=bar.update, **kw))
+    bar.close()
+    return merge(parts)
+
+
+def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:
+    pair = load_pair(ModelConfig(dtype="bf16", draft=str(out), device="cpu"))
+    data = draft_eval.heldout_data(pair, cfg.eval_prompts, work / "eval-data", cfg.new_tokens)
+    res = draft_eval.evaluate(pair, data, COST_PROMPT)
+    print(draft_eval.table(res))
+    return res
+
+
+def write_card(out: Path, cfg: DraftTrainConfig, facts: dict, res: dict | None) -> None:
+    kb = (out / "draft.safetensors").stat().st_size / 1e6
+    h = facts["history"]
+    text = f"""# specviz default draft for SmolLM2-135M-Instruct
+
+A standalone Llama causal LM ({len(cfg.init_layers)} decoder layer(s), hidden 576) distilled from the target
+SmolLM2-135M-Instruct. It shares the target's token embeddings and tied output layer, so
+`draft.safetensors` ({kb:.1f} MB) holds only its own layers, its final norm and `specviz.head_ids`:
+the {cfg.head_size} most frequent tokens of the training responses, to which specviz restricts the
+draft's output layer (logits -inf elsewhere, so speculative decoding stays lossless). Hugging Face
+assisted generation can use the same weights with the full tied head (load through `specviz.loading`).
+
+## Recipe (`python -m specviz.train draft`, seed {cfg.seed})
+- init: target layers {list(cfg.init_layers)} + the target's final norm; embeddings / output layer frozen.
+- data: the target's own continuations (up to {cfg.new_tokens} new tokens, top-{cfg.top_k} log-probs kept) of
+  composed chat prompts (`specviz/train/prompts.py`, no Spec-Bench text): {facts['greedy_seqs']} greedy,
+  {facts['doc_seqs']} greedy long-context (summarize / answer / extract over texts the target wrote),
+  {facts['sampled_seqs']} sampled at T = {cfg.sample_temperature}; {facts['train_tokens']:,} response tokens
+  for training, {facts['held_seqs']} sequences held out for validation.
+- loss: cross-entropy to the target's top-{cfg.top_k} distribution renormalised over the reduced vocabulary.
+- optimisation: AdamW (betas 0.9 / 0.98), lr {cfg.lr} with {cfg.warmup} warm-up steps and cosine decay to 10 %,
+  {cfg.steps} steps of <= {cfg.batch_tokens} tokens, grad clip 1.0, fp32 on CPU.
+- time on this machine ({facts['threads']} CPU threads, shared): data {facts['data_min']:.1f} min,
+  training {facts['train_min']:.1f} min. Validation agreement (teacher-forced, composed prompts):
+  {h[-1]['heldout_agreement'] if h else float('nan'):.3f}.
+
+## Held-out metrics (`python -m specviz.train draft --eval-only`)
+{draft_eval.table(res) if res else '(not evaluated)'}
+"""
+    (out / "README.md").write_text(text)
+    (out / "training.json").write_text(json.dumps({"config": asdict(cfg), **facts, "eval": res}, indent=1))
+
+
+def main(argv=None) -> None:
+    a, cfg = parse(argv)
+    torch.set_num_threads(a.threads)
+    out, work = Path(a.out), Path(a.work)
+    if a.eval_only:
+        facts = json.loads((out / "training.json").read_text()) if (out / "training.json").exists() else None
+        res = run_eval(out, work, cfg)
+        if facts:
+            write_card(out, replace(cfg, **{k: tuple(v) if k == "init_layers" else v
+                                            for k, v in facts["config"].items()}),
+                       {k: v for k, v in facts.items() if k not in ("config", "eval")}, res)
+        return
+    torch.manual_seed(cfg.seed)
+    t0 = time.perf_counter()
+    pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))                         # the target (and any shipped draft)
+    data = distillation_data(pair, cfg, work)
+    t1 = time.perf_counter()
+    order = list(range(len(data)))
+    random.Random(cfg.seed).shuffle(order)
+    n_held = max(1, round(cfg.heldout_fraction * len(data)))
+    held = data.subset(sorted(i for i in order[:n_held] if data.greedy[i]) or order[:1])
+    data = data.subset(sorted(order[n_held:]))
+    ids_v = head_ids(data.responses(), cfg.head_size, pair.eos_ids)
+    draft = build_draft(pair.target.model, cfg.init_layers)
+    key = f"L{'-'.join(map(str, cfg.init_layers))}-h{cfg.head_size}-s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-seed{cfg.seed}"
+    ckpt = work / f"draft-{key}-n{len(data)}.ckpt.safetensors"
+    history = train(draft, data, held, ids_v, cfg, ckpt, on_checkpoint=lambda step, h: save_draft(draft, ids_v, out))
+    save_draft(draft, ids_v, out)
+    t2 = time.perf_counter()
+    is_doc = [m["category"].startswith("doc_") for m in data.meta]
+    facts = {"greedy_seqs": sum(1 for g, d in zip(data.greedy.tolist(), is_doc) if g and not d),
+             "doc_seqs": sum(is_doc), "sampled_seqs": int((~data.greedy).sum()),
+             "train_tokens": int(data.resp[-1]), "held_seqs": len(held), "threads": a.threads,
+             "data_min": (t1 - t0) / 60, "train_min": (t2 - t1) / 60, "history": history}
+    write_card(out, cfg, facts, None)
+    del pair
+    res = None if a.skip_eval else run_eval(out, work, cfg)
+    write_card(out, cfg, facts, res)
+    print(f"wrote {out} in {(time.perf_counter() - t0) / 60:.1f} min")

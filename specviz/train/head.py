@@ -1,0 +1,168 @@
+"""Train the SpecDec++ acceptance head: `python -m specviz.train head`.
+
+Data: `head_data` (target continuations of chat prompts from `prompts.compose`, never Spec-Bench, with
+another seed than the draft's; draft alternatives, soft labels min(1, p/q), 15% target-token mixing). Loss: the official weighted soft BCE with reject
+weight w (algorithms.md §2.5), where y is the soft label and P1 = softmax(logits)[1]:
+
+    L = sum [ w (1 - y) (-log P0) + y (-log P1) ] / sum [ w (1 - y) + y ]
+
+With w > 1 the minimiser is P1 = y / (y + w (1 - y)), deliberately below y: the head leans towards
+"reject", and the threshold h is tuned on its outputs as they are. The held-out split is by prompt.
+Metrics: the loss, the AUC against the soft labels (each row is a positive with weight y and a
+negative with weight 1 - y), and the expected calibration error (10 equal bins) both of P1 and
+of P1 mapped back through the weighting, y = w P1 / (1 - P1 + w P1).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+from dataclasses import asdict, replace
+
+import torch
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from ..config import HeadTrainConfig, ModelConfig
+from ..specdecpp import AcceptanceHead, file_digest, save_head
+from .head_data import HeadData, build_head_data
+from .prompts import compose
+
+PROMPT_SEED = 7919          # compose() seed offset: other prompts than the draft's own training set
+
+# -- loss and metrics --------------------------------------------------------------------------
+
+def soft_bce(logits: torch.Tensor, y: torch.Tensor, w: float) -> torch.Tensor:
+    logp = F.log_softmax(logits.float(), -1)
+    return (w * (1 - y) * -logp[:, 0] + y * -logp[:, 1]).sum() / (w * (1 - y) + y).sum()
+
+
+def weighted_auc(score: torch.Tensor, y: torch.Tensor) -> float:
+    """P(score of an accepted draw > score of a rejected one), ties counting one half; soft labels as weights."""
+    uniq, inv = torch.unique(score.double(), return_inverse=True)             # ascending
+    pos = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inv, y.double())
+    neg = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inv, 1 - y.double())
+    below = torch.cumsum(neg, 0) - neg
+    denom = float(pos.sum() * neg.sum())
+    return float((pos * (below + 0.5 * neg)).sum()) / denom if denom > 0 else float("nan")
+
+
+def calibration_error(prob: torch.Tensor, y: torch.Tensor, bins: int = 10) -> float:
+    """Expected calibration error over `bins` equal-width bins of the predicted probability."""
+    idx = torch.clamp((prob.double() * bins).long(), max=bins - 1)
+    gap = torch.zeros(bins, dtype=torch.float64).index_add_(0, idx, y.double() - prob.double())
+    return float(gap.abs().sum()) / len(prob)
+
+
+def unweight(prob: torch.Tensor, w: float) -> torch.Tensor:
+    """Undo the reject weighting: the y whose weighted-loss minimiser is `prob`."""
+    return w * prob / (1 - prob + w * prob)
+
+
+@torch.no_grad()
+def evaluate(head: AcceptanceHead, data: HeadData, w: float) -> dict:
+    logits = torch.cat([head(f) for f in data.features.split(4096)])
+    prob = torch.sigmoid(logits[:, 1] - logits[:, 0])
+    y = data.label
+    out = {"rows": len(y), "mean_label": float(y.mean()), "loss": float(soft_bce(logits, y, w)),
+           "auc": weighted_auc(prob, y), "ece": calibration_error(prob, y),
+           "ece_unweighted": calibration_error(unweight(prob, w), y), "auc_draft_q": weighted_auc(data.q_draft, y)}
+    for name, flag in (("greedy", 1.0), ("sampled", 0.0)):
+        m = data.greedy == flag
+        if m.any():
+            out[f"auc_{name}"] = weighted_auc(prob[m], y[m])
+    return out
+
+
+def train_head(train: HeadData, heldout: HeadData, cfg: HeadTrainConfig, rng: torch.Generator,
+               show_progress: bool = True) -> tuple[AcceptanceHead, list[dict]]:
+    """AdamW, cosine schedule with 3% warm-up, fixed epochs; held-out metrics after every epoch."""
+    head = AcceptanceHead(train.features.shape[1], cfg.num_layers, rng=rng)
+    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
+    per_epoch = math.ceil(len(train.label) / cfg.batch)
+    total, warm = per_epoch * cfg.epochs, max(1, int(0.03 * per_epoch * cfg.epochs))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, 0.5 * (1 + math.cos(math.pi * min(s, total) / total))))
+    history = []
+    bar = tqdm(total=total, desc="head", unit="step", disable=not show_progress)
+    for epoch in range(cfg.epochs):
+        head.train()
+        for idx in torch.randperm(len(train.label), generator=rng).split(cfg.batch):
+            loss = soft_bce(head(train.features[idx]), train.label[idx], cfg.reject_weight)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            bar.update()
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+        head.eval()
+        history.append({"epoch": epoch + 1, **evaluate(head, heldout, cfg.reject_weight)})
+        bar.set_postfix(heldout_loss=f"{history[-1]['loss']:.4f}", auc=f"{history[-1]['auc']:.3f}")
+    bar.close()
+    return head, history
+
+
+def split_by_prompt(data: HeadData, n_prompts: int, fraction: float, rng: torch.Generator) -> tuple[HeadData, HeadData]:
+    held = torch.randperm(n_prompts, generator=rng)[:max(1, round(fraction * n_prompts))]
+    is_held = torch.isin(data.prompt, held)
+    return data.subset(~is_held), data.subset(is_held)
+
+
+# -- command -----------------------------------------------------------------------------------
+
+def _data_key(cfg: HeadTrainConfig, pair_id: str) -> str:
+    fields = {k: v for k, v in asdict(cfg).items() if k in ("prompts", "new_tokens", "gen_batch", "greedy_fraction",
+                                                            "mixing_ratio", "seed")}
+    return hashlib.sha256(json.dumps([fields, pair_id], sort_keys=True).encode()).hexdigest()[:12]
+
+
+def main(argv=None) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from ..decode import encode_prompt
+    from ..loading import DEFAULT_DRAFT, cache_dir, load_pair
+    from ..sampling import make_rng
+    d = HeadTrainConfig()
+    ap = argparse.ArgumentParser(prog="python -m specviz.train head", description="Train the SpecDec++ acceptance head.")
+    ap.add_argument("--target", help="target model (default: the offline default)")
+    ap.add_argument("--draft", help="draft folder (default: models/smollm2-draft); the head is written beside it")
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    for name in ("prompts", "new_tokens", "gen_batch", "epochs", "batch", "num_layers", "seed"):
+        ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
+    for name in ("greedy_fraction", "mixing_ratio", "reject_weight", "lr", "heldout_fraction"):
+        ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name))
+    a = ap.parse_args(argv)
+    cfg = replace(d, **{k: getattr(a, k) for k in asdict(d)})
+    t0 = time.perf_counter()
+    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device="cpu"))
+    if pair.draft is pair.target:
+        raise SystemExit("no draft model found: train the draft first (python -m specviz.train draft)")
+    folder = a.draft or DEFAULT_DRAFT
+    digest = file_digest(Path(folder) / "draft.safetensors")
+    rng = make_rng(cfg.seed)
+    prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
+    cache = cache_dir() / f"head-data-{_data_key(cfg, pair.info['target'] + digest)}.safetensors"
+    if cache.exists():
+        data = HeadData(**load_file(cache))
+        print(f"head data: loaded {len(data.label)} rows from {cache}")
+    else:
+        bar = tqdm(total=len(prompts) * cfg.new_tokens, desc="head data", unit="tok")
+        pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
+        data = build_head_data(pair.target, pair.draft, prompts, cfg, rng, pair.eos_ids, pad, progress=bar.update)
+        bar.close()
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        save_file(data.to_dict(), cache)
+    data_s = time.perf_counter() - t0
+    train, heldout = split_by_prompt(data, len(prompts), cfg.heldout_fraction, rng)
+    print(f"head data: {len(train.label)} train rows, {len(heldout.label)} held-out rows ({data_s:.0f} s)")
+    head, history = train_head(train, heldout, cfg, rng)
+    final = history[-1]
+    meta = {"target": pair.info["target"], "draft": pair.info["draft"], "draft_sha256": digest,
+            "recipe": asdict(cfg), "heldout": final, "train_rows": len(train.label),
+            "data_s": round(data_s, 1), "total_s": round(time.perf_counter() - t0, 1)}
+    path = save_head(head, folder, meta)
+    print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in final.items()}, indent=1))
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB) in {meta['total_s']:.0f} s")

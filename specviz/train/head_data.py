@@ -1,0 +1,124 @@
+"""Training data for the SpecDec++ acceptance head: target continuations, draft alternatives, soft labels.
+
+Notation: X_1..X_T the target's continuation of a prompt; at each position i the draft, run on the
+same target text X_<i, proposes its alternative D_i; ``p``, ``q`` the target's and the draft's
+next-token distributions at i under the batch's regime; the label is ``y_i = min(1, p(D_i) / q(D_i))``,
+the exact probability that speculative sampling accepts D_i there.
+
+Regimes (our choice; the official code labels at T = 1 only): labels follow the warping the head
+will run under, and each batch of prompts is one of the two regimes the sweep measures. Greedy:
+X_i and D_i are argmaxes and y_i = 1[argmax p = D_i] (the T -> 0 limit of min(1, p/q)). Sampled:
+X_i ~ p and D_i ~ q at T = 1. Top-k / top-p are not modelled.
+
+Mixing (official recipe): the head's input sequence is Z_i = X_i with probability r (0.15), else
+D_i; the draft runs over prompt + Z, and the hidden state at the position of each D_i (the head
+scores the token it reads, as at inference) is stored with y_i. Target positions carry no label.
+The draft is frozen, so features are computed once and the head trains on them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from ..config import HeadTrainConfig, SamplingConfig
+from ..lm import LM
+from ..sampling import warp
+
+GREEDY, SAMPLED = SamplingConfig(temperature=0.0), SamplingConfig(temperature=1.0)
+
+
+@dataclass
+class HeadData:
+    """One row per labelled position: features (N, H) fp32, label y, regime (1 = greedy), prompt index, q(D)."""
+
+    features: torch.Tensor
+    label: torch.Tensor
+    greedy: torch.Tensor
+    prompt: torch.Tensor
+    q_draft: torch.Tensor
+
+    def subset(self, keep: torch.Tensor) -> "HeadData":
+        return HeadData(*(t[keep] for t in (self.features, self.label, self.greedy, self.prompt, self.q_draft)))
+
+    def to_dict(self) -> dict[str, torch.Tensor]:
+        return {k: getattr(self, k).contiguous() for k in ("features", "label", "greedy", "prompt", "q_draft")}
+
+
+def _forward(lm: LM, ids: torch.Tensor, mask: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
+    """Batched forward of ids (B, L) on top of `cache`; mask (B, past + L) marks real tokens. -> hidden (B, L, H)."""
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1]:]
+    out = lm.base(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True)
+    return out.last_hidden_state
+
+
+def _left_pad(prompts: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros(len(prompts), width, dtype=torch.long)
+    for b, p in enumerate(prompts):
+        ids[b, width - len(p):] = torch.tensor(p)
+        mask[b, width - len(p):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _draw(probs: torch.Tensor, greedy: bool, rng: torch.Generator) -> torch.Tensor:
+    if greedy:
+        return probs.argmax(-1)
+    return torch.multinomial(probs, 1, generator=rng)[:, 0]
+
+
+@torch.inference_mode()
+def batch_rows(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, greedy: bool,
+               rng: torch.Generator, eos_ids: set[int], pad: int) -> dict[str, torch.Tensor]:
+    """Continue a batch of prompts with the target, label the draft's alternatives, mix, featurise."""
+    dev = target.device
+    regime = GREEDY if greedy else SAMPLED
+    ids, mask = _left_pad(prompts, pad, dev)
+    caches = DynamicCache(config=target.config), DynamicCache(config=draft.config)
+    h_t = _forward(target, ids, mask, caches[0])[:, -1]
+    h_d = _forward(draft, ids, mask, caches[1])[:, -1]
+    B, T = len(prompts), cfg.new_tokens
+    X, D, Y, Q = (torch.zeros(B, T, dtype=dt, device=dev) for dt in (torch.long, torch.long, torch.float, torch.float))
+    alive = torch.ones(B, T, dtype=torch.bool, device=dev)
+    live = torch.ones(B, dtype=torch.bool, device=dev)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=dev)
+    for t in range(T):
+        p, q = warp(target.logits(h_t), regime), warp(draft.logits(h_d), regime)            # (B, V)
+        x, d = _draw(p, greedy, rng), _draw(q, greedy, rng)
+        q_d = q.gather(1, d[:, None])[:, 0]
+        y = (x == d).float() if greedy else torch.clamp(p.gather(1, d[:, None])[:, 0] / q_d, max=1.0)
+        X[:, t], D[:, t], Y[:, t], Q[:, t], alive[:, t] = x, d, y, q_d, live
+        live = live & ~torch.isin(x, eos)
+        if not live.any():
+            alive[:, t + 1:] = False
+            break
+        mask = torch.cat([mask, torch.ones(B, 1, dtype=mask.dtype, device=dev)], 1)
+        h_t = _forward(target, x[:, None], mask, caches[0])[:, -1]
+        h_d = _forward(draft, x[:, None], mask, caches[1])[:, -1]
+    use_target = (torch.rand(B, T, generator=rng, device=rng.device) < cfg.mixing_ratio).to(dev)
+    Z = torch.where(use_target, X, D)
+    full_mask = torch.cat([mask[:, :ids.shape[1]], torch.ones(B, T, dtype=mask.dtype, device=dev)], 1)
+    feats = _forward(draft, torch.cat([ids, Z], 1), full_mask, DynamicCache(config=draft.config))[:, ids.shape[1]:]
+    keep = alive & ~use_target                                                               # (B, T)
+    rows = keep.nonzero()
+    return {"features": feats[keep].float().cpu(), "label": Y[keep].cpu(), "q_draft": Q[keep].cpu(),
+            "greedy": torch.full((len(rows),), float(greedy)), "seq": rows[:, 0].cpu()}
+
+
+def build_head_data(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, rng: torch.Generator,
+                    eos_ids: set[int], pad: int = 0, progress=None) -> HeadData:
+    """Rows for every prompt, batch by batch (sorted by length to keep padding small)."""
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    parts = []
+    batches = [order[s:s + cfg.gen_batch] for s in range(0, len(order), cfg.gen_batch)]
+    for idx in batches:
+        greedy = bool(torch.rand((), generator=rng, device=rng.device) < cfg.greedy_fraction)
+        r = batch_rows(target, draft, [prompts[i] for i in idx], cfg, greedy, rng, eos_ids, pad)
+        r["prompt"] = torch.tensor(idx)[r.pop("seq")]
+        parts.append(r)
+        if progress is not None:
+            progress(len(idx) * cfg.new_tokens)
+    cat = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    return HeadData(cat["features"], cat["label"], cat["greedy"], cat["prompt"], cat["q_draft"])

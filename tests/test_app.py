@@ -1,0 +1,177 @@
+"""The dashboard through gradio_client: a run on the real default pair, export -> import replay, 8 clients at
+once, bad input answered with an error while the app keeps serving, public-mode model allow-list."""
+import json
+import os
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from app_server import DTYPE, app_url  # noqa: E402
+
+import app  # noqa: E402
+from specviz import session  # noqa: E402
+from specviz.config import METHODS, RunConfig  # noqa: E402
+
+gradio_client = pytest.importorskip("gradio_client")
+from gradio_client.exceptions import AppError  # noqa: E402
+
+D = RunConfig()
+PROMPT = "Name three primary colours."
+OUTPUTS = ("status", "cards", "spans", "round", "tree", "stop", "speed", "pos", "hist", "download")
+
+
+def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):
+    v = dict(k=D.chain.k, h=D.specdecpp.threshold, budget=D.dyspec.budget, width=D.tree.width, depth=D.tree.depth,
+             start_k=D.heuristic.start_k, temperature=D.sampling.temperature, top_p=D.sampling.top_p,
+             max_new=max_new, seed=D.sampling.seed)
+    v.update(kw)
+    return [prompt, method, v["k"], v["h"], v["budget"], v["width"], v["depth"], v["start_k"], v["temperature"],
+            v["top_p"], v["max_new"], v["seed"], session.DEFAULT_PAIR, DTYPE, "", "", compare]
+
+
+@pytest.fixture(scope="module")
+def client():
+    return gradio_client.Client(app_url(), verbose=False)
+
+
+def _run(client, *args):
+    return dict(zip(OUTPUTS, client.predict(*args, api_name="/run")))
+
+
+def _plot_title(plot) -> str:
+    fig = json.loads(plot["plot"]) if isinstance(plot["plot"], str) else plot["plot"]
+    return fig["layout"]["title"]["text"]
+
+
+def test_run_then_export_and_replay(client):
+    out = _run(client, *run_args(max_new=4, compare=True))
+    assert out["status"].startswith("Done: 4 tokens")
+    assert _plot_title(out["tree"]).startswith("Round ")
+    assert "autoregressive" in _plot_title(out["speed"])
+    spans = out["spans"]
+    assert len(spans) == 4 and all(s["class_or_confidence"] for s in spans)
+    path = out["download"]["value"] if isinstance(out["download"], dict) else out["download"]
+    trace, base = session.load_path(path)
+    assert trace.method == "chain" and len(trace.output_ids) == 4 and base.method == "ar"
+    replay = dict(zip(OUTPUTS, client.predict(gradio_client.handle_file(path), api_name="/import_trace")))
+    assert "Replaying" in replay["status"] and replay["spans"] == spans
+    assert _plot_title(replay["tree"]) == _plot_title(out["tree"])
+
+
+def test_eight_clients_at_once():
+    url = app_url()
+
+    def one(i):
+        c = gradio_client.Client(url, verbose=False)
+        return dict(zip(OUTPUTS, c.predict(*run_args(prompt=f"Count to {i + 2}.", max_new=1), api_name="/run")))
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, range(8)))
+    assert all(r["status"].startswith("Done: 1 token ") for r in results)
+
+
+def test_stop_cancels_a_run_and_frees_the_model(client):
+    job = client.submit(*run_args(max_new=256), api_name="/run")
+    deadline = time.monotonic() + 120
+    while len(job.outputs()) < 2 and time.monotonic() < deadline:            # the first round has been shown
+        time.sleep(0.2)
+    assert len(job.outputs()) >= 2
+    job.cancel()
+    out = _run(client, *run_args(max_new=2))
+    assert out["status"].startswith("Done: 2 tokens")
+
+
+BAD_RUNS = {
+    "empty prompt": run_args(prompt="   "),
+    "huge prompt": run_args(prompt="x" * 100_000),
+    "absurd K": run_args(k=10**9),
+    "negative temperature": run_args(temperature=-5),
+    "absurd length": run_args(max_new=10**7),
+    "negative seed": run_args(seed=-1),
+    "unknown method": run_args(method="warp-drive"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_RUNS))
+def test_bad_input_gives_an_error(client, name):
+    with pytest.raises(AppError):
+        client.predict(*BAD_RUNS[name], api_name="/run")
+
+
+def test_unregistered_method_is_shown_but_refused(client):
+    missing = [m for m in METHODS if m not in session.methods_available()]
+    if not missing:
+        pytest.skip("every method is registered")
+    with pytest.raises(AppError, match="not in this build yet"):
+        client.predict(*run_args(method=missing[0]), api_name="/run")
+
+
+def _hostile_files(tmp: Path) -> dict[str, Path]:
+    good = session.dump(session.load_path(next(iter(session.recorded().values())))[0]) if session.recorded() else None
+    files = {
+        "not json": "this is not JSON {",
+        "a list": "[1, 2, 3]",
+        "deep nesting": "[" * 100_000 + "]" * 100_000,
+        "wrong format": json.dumps({"format": "other/9", "rounds": []}),
+        "bad statuses": json.dumps({"method": "chain", "config": {}, "prompt_ids": [1], "output_ids": [], "rounds": [
+            {"index": 0, "context_len": 1, "tree": {"tokens": [1, 2], "parents": [-1, 0], "q": [1, 0.5]},
+             "status": ["root", "<img src=x onerror=alert(1)>"], "p": [None, 0.5], "accepted_path": [],
+             "emitted": [3], "correction": "resample", "draft_ms": 1, "verify_ms": 1}]}),
+        "cyclic tree": json.dumps({"method": "chain", "config": {}, "prompt_ids": [1], "output_ids": [], "rounds": [
+            {"index": 0, "context_len": 1, "tree": {"tokens": [1, 2], "parents": [-1, 1], "q": [1, 0.5]},
+             "status": ["root", "accepted"], "p": [None, 0.5], "accepted_path": [1], "emitted": [2],
+             "correction": "bonus", "draft_ms": 1, "verify_ms": 1}]}),
+    }
+    if good:
+        d = json.loads(good)
+        d["baseline"] = {"method": "chain"}
+        files["bad baseline"] = json.dumps(d)
+    out = {}
+    for name, text in files.items():
+        p = tmp / (name.replace(" ", "_") + ".json")
+        p.write_text(text)
+        out[name] = p
+    return out
+
+
+def test_hostile_uploads_give_errors_and_the_app_keeps_serving(client, tmp_path):
+    for name, path in _hostile_files(tmp_path).items():
+        with pytest.raises(AppError, match="could not load"):
+            client.predict(gradio_client.handle_file(str(path)), api_name="/import_trace")
+    out = _run(client, *run_args(max_new=2))
+    assert out["status"].startswith("Done: 2 tokens")
+
+
+def test_public_mode_allows_only_listed_pairs(monkeypatch):
+    monkeypatch.setenv("SPECVIZ_PUBLIC", "1")
+    assert session.model_config(session.DEFAULT_PAIR, "bf16") == session.PAIRS[session.DEFAULT_PAIR]
+    with pytest.raises(ValueError, match="public"):
+        session.model_config(session.DEFAULT_PAIR, "bf16", target="/etc")
+    with pytest.raises(ValueError, match="unknown model pair"):
+        session.model_config("HuggingFaceTB/SmolLM2-1.7B", "bf16")
+    monkeypatch.delenv("SPECVIZ_PUBLIC")
+    assert session.model_config(session.DEFAULT_PAIR, "fp32", target="/some/folder").target == "/some/folder"
+
+
+def test_widget_defaults_come_from_the_config():
+    demo = app.build_ui()
+    by_label = {getattr(b, "label", None): b for b in demo.blocks.values()}
+    assert by_label["K: draft tokens per round"].value == D.chain.k
+    assert by_label["max new tokens"].value == D.max_new_tokens
+    assert by_label["Method"].value == D.method
+    assert by_label["temperature (0 = greedy)"].value == D.sampling.temperature
+
+
+def test_main_respects_server_env(monkeypatch):
+    seen = {}
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.2")
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7999")
+    monkeypatch.setattr(threading, "Thread", lambda **kw: type("T", (), {"start": lambda self: None})())
+    monkeypatch.setattr(app.gr.Blocks, "launch", lambda self, **kw: seen.update(kw))
+    app.main()
+    assert seen["server_name"] == "127.0.0.2" and seen["server_port"] == 7999 and not seen.get("share")

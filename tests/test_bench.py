@@ -1,0 +1,87 @@
+"""The benchmark core on a tiny pair: shape of the records, the report, and a clean greedy audit in fp32."""
+import json
+from collections import Counter
+
+import pytest
+
+from specviz import bench_report
+from specviz.bench import DEFAULT_PROMPTS, Prompt, machine_info, parse_settings, run_suite, stratified
+from specviz.cli import read_prompts
+from specviz.config import BenchConfig
+
+METHODS = ["ar", "chain:2", "heuristic", "hf", "hf-assist", "hf-assist:2"]
+
+
+def test_stratified_sample_is_balanced_and_fixed():
+    rows = read_prompts(DEFAULT_PROMPTS)
+    a, b = stratified(rows, 80, seed=0), stratified(rows, 80, seed=0)
+    assert [r["question_id"] for r in a] == [r["question_id"] for r in b]
+    assert len({r["question_id"] for r in a}) == 80
+    tasks = Counter("mt_bench" if r["category"] not in {"translation", "summarization", "qa", "math_reasoning", "rag"}
+                    else r["category"] for r in a)
+    assert len(tasks) == 6 and max(tasks.values()) - min(tasks.values()) <= 1
+    mt = Counter(r["category"] for r in a if r["category"] in {"writing", "roleplay", "reasoning", "math", "coding",
+                                                                "extraction", "stem", "humanities"})
+    assert len(mt) == 8 and max(mt.values()) - min(mt.values()) <= 1
+
+
+def test_settings_parse_and_always_include_the_reference():
+    cfg = BenchConfig()
+    keys = [s.key for s in parse_settings(None, cfg, ["ar", "chain", "heuristic", "dyspec"])]
+    assert keys[:5] == ["ar", "chain:2", "chain:3", "chain:4", "heuristic"]
+    assert "dyspec" in keys and "hf" in keys and "hf-assist" in keys and "hf-assist:8" in keys
+    assert [s.key for s in parse_settings(["hf-assist:4"], cfg, ["ar"])] == ["ar", "hf-assist:4"]
+    with pytest.raises(ValueError, match="unknown method"):
+        parse_settings(["nope"], cfg, ["ar"])
+
+
+def test_alpha_counts_only_offered_positions():
+    # rounds: accepted 2 of 3, 0 of 3, 3 of 3 (chain K=3)
+    assert bench_report.alpha([2, 0, 3], [3, 3, 3]) == [2 / 3, 1.0, 0.5]
+    assert bench_report.alpha([1], [None]) is None
+
+
+def test_smoke_suite_fp32(tiny_pair, tmp_path):
+    pair = tiny_pair("near")
+    pair.info["dtype"] = "fp32"
+    cfg = BenchConfig(n_prompts=2, max_new_tokens=12, temperatures=(0.0, 1.0), warmup_tokens=4)
+    settings = parse_settings(METHODS, cfg, ["ar", "chain", "heuristic"])
+    prompts = [Prompt("1", "writing", (5, 9, 17, 3, 33, 8)), Prompt("2", "qa", (4, 11, 6, 40))]
+    suite = run_suite(pair, prompts, settings, cfg, progress=False)
+    assert suite["mismatches"] == [] and suite["skipped"] == {}
+    assert len(suite["runs"]) == 2 * 2 * len(METHODS)
+    cells = {(c["temperature"], c["setting"]): c for c in suite["summary"]}
+    assert set(cells) == {(t, k) for t in (0.0, 1.0) for k in METHODS}
+    for (t, k), c in cells.items():
+        assert c["tokens_per_s"] > 0 and c["tau"] >= 1
+        assert c["greedy_mismatches"] == (0 if t == 0 else None)
+        assert c["best_hf"] in {"hf-assist", "hf-assist:2"}
+        if k.startswith("hf"):
+            assert "split_pct" not in c
+        else:
+            assert abs(sum(c["split_pct"].values()) - 100) < 1e-6
+            assert 0 <= c["outside_forwards_pct"] < 100
+    assert cells[(0.0, "ar")]["speedup_vs_ar"] == pytest.approx(1.0) and cells[(0.0, "ar")]["tau"] == 1.0
+    assert cells[(0.0, "hf")]["tau"] == 1.0 and cells[(0.0, "hf")]["alpha"] is None
+    assert len(cells[(0.0, "chain:2")]["alpha"]) == 2 and len(cells[(0.0, "hf-assist:2")]["alpha"]) == 2
+    assert cells[(0.0, "hf-assist")]["alpha"] is None
+    assert {(b["task"], b["setting"]) for b in suite["by_task"] if b["temperature"] == 0} == \
+        {(task, k) for task in ("mt_bench", "qa") for k in METHODS}
+
+    result = {"machine": machine_info(), "config": {**cfg.__dict__, "prompts_file": "x.jsonl", "methods": METHODS,
+                                                      "dtypes": ["fp32"]}, "suites": {"fp32": suite}}
+    json.loads(json.dumps(result))
+    md = bench_report.markdown(result)
+    assert "| method | tokens/s | × our AR | × best HF assisted | τ |" in md
+    assert "Greedy audit (fp32): 0 mismatch" in md and "Per task" in md
+    html = bench_report.write_html(result, tmp_path)
+    assert html[0].exists() and html[0].stat().st_size > 100_000
+
+
+def test_audit_reports_position_and_margin(tiny_pair):
+    from specviz.bench import audit
+    pair = tiny_pair("same")
+    p = Prompt("1", "qa", (5, 9, 17))
+    found = audit(pair, p, [7, 8, 9], {"x": [7, 8, 10], "y": [7, 8, 9]})
+    assert len(found) == 1 and found[0]["position"] == 2 and found[0]["setting"] == "x"
+    assert found[0]["margin"] >= 0 and found[0]["ref_token"] == 9 and found[0]["got_token"] == 10

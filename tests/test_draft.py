@@ -1,0 +1,95 @@
+"""The draft trainer on tiny models, and the shipped default draft's files (when they exist)."""
+from pathlib import Path
+
+import pytest
+import torch
+
+from specviz.config import DraftTrainConfig, ModelConfig
+from specviz.loading import DEFAULT_DRAFT, load_pair, tiny_llama
+from specviz.train.data import _concat, continue_batch
+from specviz.train.draft import build_draft, distill_loss, head_ids, save_draft, train
+from specviz.train.draft_eval import accepted
+from specviz.train.prompts import compose, with_documents
+
+SHIPPED = Path(DEFAULT_DRAFT)
+
+
+def _data(model, n=24, new=10):
+    seqs = continue_batch(model, [[1, 3 + i % 50, 4 + i % 45] for i in range(n)], new, 4, {2}, 0)
+    return _concat([{**s, "greedy": True, "meta": {"category": "t", "prompt": ""}} for s in seqs])
+
+
+def test_batched_generation_equals_single():
+    m = tiny_llama(vocab=64, layers=2, hidden=32)
+    prompts = [[1, 5, 9, 11], [1, 7], [1, 3, 4, 5, 6, 7, 8]]
+    both = continue_batch(m, prompts, 8, 4, {2}, 0)
+    for p, b in zip(prompts, both):
+        one = continue_batch(m, [p], 8, 4, {2}, 0)[0]
+        assert torch.equal(one["tokens"], b["tokens"])
+        assert torch.allclose(one["top_lp"].float(), b["top_lp"].float(), atol=1e-2)
+
+
+def test_distill_loss_is_cross_entropy_on_the_subset():
+    torch.manual_seed(0)
+    h, w = torch.randn(3, 8), torch.randn(5, 8)
+    ids_v = torch.tensor([1, 4, 6, 7, 9])
+    slot = torch.full((12,), -1)
+    slot[ids_v] = torch.arange(5)
+    top_ids = torch.tensor([[4, 2, 9], [1, 6, 11], [7, 9, 1]])                  # 2 and 11 lie outside the subset
+    top_lp = torch.log_softmax(torch.randn(3, 3), -1).half()
+    got = distill_loss(h, w, slot, top_ids, top_lp)
+    logq = torch.log_softmax(h @ w.T, -1)
+    want = 0.0
+    for i in range(3):
+        keep = [(slot[t], float(top_lp[i, j].float().exp())) for j, t in enumerate(top_ids[i]) if slot[t] >= 0]
+        z = sum(p for _, p in keep)
+        want -= sum(p / z * logq[i, s] for s, p in keep)
+    assert torch.allclose(got, want / 3, atol=1e-4)
+
+
+def test_training_lowers_loss_and_resumes(tmp_path):
+    m = tiny_llama(vocab=64, layers=3, hidden=32)
+    data = _data(m)
+    ids_v = head_ids(data.responses(), 32, {2})
+    assert 2 in ids_v.tolist() and torch.equal(ids_v, ids_v.sort().values)
+    cfg = DraftTrainConfig(steps=30, batch_tokens=100, checkpoint_every=15, lr=3e-3, warmup=3)
+    ckpt = tmp_path / "d.ckpt"
+    draft = build_draft(m, (0,))
+    hist = train(draft, data, data, ids_v, cfg, ckpt)
+    assert hist[0]["step"] == 0 and hist[-1]["loss"] < hist[1]["loss"]
+    again = build_draft(m, (0,))
+    hist2 = train(again, data, data, ids_v, cfg, ckpt)                             # resumes at the end: no steps
+    assert hist2 == hist
+    for (n, p), (_, q) in zip(draft.named_parameters(), again.named_parameters()):
+        assert torch.equal(p, q), n
+    out = save_draft(draft, ids_v, tmp_path / "ship")
+    assert out.exists() and (tmp_path / "ship" / "config.json").exists()
+
+
+def test_accepted_lengths():
+    m = [torch.tensor([True, True, False, True])]
+    e1, a1 = accepted(m, 1)
+    assert e1 == pytest.approx(3 / 4) and a1 == [pytest.approx(3 / 4)]
+    e3, _ = accepted(m, 3)                                                        # runs: 2, 1, 0, 1
+    assert e3 == pytest.approx(4 / 4)
+
+
+def test_prompts_are_distinct_and_seeded():
+    a, b = compose(200, 0), compose(200, 0)
+    assert a == b and len({t for _, t in a}) == 200
+    docs = with_documents(["A text about rivers.", "Another text."], 5, 0)
+    assert len(docs) == 5 and all(c.startswith("doc_") for c, _ in docs)
+
+
+@pytest.mark.skipif(not (SHIPPED / "draft.safetensors").exists(), reason="no shipped draft yet")
+def test_shipped_draft_loads_with_reduced_head():
+    size = sum(f.stat().st_size for f in SHIPPED.iterdir() if f.is_file())
+    assert size <= 30e6, f"shipped draft files take {size / 1e6:.1f} MB"
+    pair = load_pair(ModelConfig(dtype="bf16", device="cpu"), progress=lambda s: None)
+    assert pair.draft is not pair.target and pair.draft.head_ids is not None
+    assert 256 <= len(pair.draft.head_ids) <= 49152
+    assert pair.draft.config.hidden_size == pair.target.config.hidden_size
+    out = pair.draft.forward([1, 9690, 198])
+    outside = torch.ones(pair.draft.vocab_size, dtype=torch.bool)
+    outside[pair.draft.head_ids] = False
+    assert torch.isinf(out.logits[:, outside]).all() and torch.isfinite(out.logits[:, ~outside]).all()

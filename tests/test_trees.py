@@ -1,0 +1,323 @@
+"""Token trees: DySpec (heap and level variants) and the fixed trees (k-ary, Sequoia, chain/star shapes).
+
+Greedy runs must equal the autoregressive baseline; the draft cache must stay equal to a fresh
+computation of the committed text over many rounds; every node's draft distribution must equal a
+sequential forward of its path; the Sequoia DP must find the best tree; and at T > 0 the emitted
+tokens must follow the target (chi-square), which fails when the residual update is skipped.
+"""
+import itertools
+from dataclasses import replace
+from functools import lru_cache
+from types import SimpleNamespace
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from specviz.config import DySpecConfig, RunConfig, SamplingConfig, TreeConfig
+from specviz.decode import generate, iter_rounds
+from specviz.drafters import Drafter
+from specviz.dyspec import DySpecDrafter
+from specviz.lm import LM, Forward
+from specviz.loading import Pair, tiny_llama
+from specviz.sampling import make_rng, warp
+from specviz.static_trees import StaticTreeDrafter, expected_tokens, kary, sequoia
+from specviz.tree import children, depths, path_to
+from specviz.trace import DraftTree
+from specviz.tree_drafting import draw_order
+from specviz.verify import verify_sampled
+
+PROMPT = [5, 9, 17, 3, 33, 8]
+SHARP = 40.0                      # scales the tiny models' output layer: peaked distributions, deep trees
+
+
+def sharp_pair(draft: str, seed: int = 0) -> Pair:
+    """A tiny pair with peaked next-token distributions. draft: 'same', 'random' or 'near' (perturbed copy)."""
+    def build(s, noise=0.0):
+        m = tiny_llama(vocab=64, seed=s)
+        with torch.no_grad():
+            if noise:
+                g = torch.Generator().manual_seed(s + 7)
+                for prm in m.parameters():
+                    prm.add_(noise * prm.std() * torch.randn(prm.shape, generator=g))
+            m.lm_head.weight.mul_(SHARP)
+        return m
+    target = build(seed)
+    d = {"same": lambda: target, "random": lambda: build(seed + 1000), "near": lambda: build(seed, 0.3)}[draft]()
+    return Pair(LM(target, name="target"), LM(d, name="draft"), None, {"target": "tiny", "draft": draft})
+
+
+TREE_RUNS = {
+    "dyspec-heap": RunConfig(method="dyspec", dyspec=DySpecConfig(budget=8, max_depth=5)),
+    "dyspec-level": RunConfig(method="dyspec", dyspec=DySpecConfig(budget=8, max_depth=5, level_threshold=0.08)),
+    "kary": RunConfig(method="kary", tree=TreeConfig(width=2, depth=2)),
+    "sequoia": RunConfig(method="sequoia", tree=TreeConfig(budget=8, max_depth=5)),
+}
+
+
+N_GREEDY = 20
+
+
+@lru_cache(maxsize=None)
+def ar_ids(draft: str) -> tuple[int, ...]:
+    return generate(sharp_pair(draft), PROMPT, RunConfig(method="ar", max_new_tokens=N_GREEDY)).output_ids
+
+
+@pytest.mark.parametrize("draft", ["same", "random"])
+@pytest.mark.parametrize("name", list(TREE_RUNS))
+def test_greedy_equals_autoregressive(draft, name):
+    pair = sharp_pair(draft)
+    tr = generate(pair, PROMPT, replace(TREE_RUNS[name], max_new_tokens=N_GREEDY))
+    assert tr.output_ids == ar_ids(draft)
+    if draft == "same":                                      # every round follows the first-child chain to a leaf
+        for r in tr.rounds[:-1]:
+            kids, u = children(r.tree.parents), 0
+            while kids[u]:
+                u = kids[u][0]
+            assert list(r.accepted_path) == path_to(r.tree.parents, u)[1:]
+        assert len(tr.output_ids) / len(tr.rounds) > 2
+    for r in tr.rounds:
+        assert r.n_drafted <= 8 and max(depths(r.tree.parents)) <= 5
+
+
+@pytest.mark.parametrize("shape", [[-1, 0, 1, 2], [-1, 0, 0, 0], kary(3, 2)])
+def test_static_shapes_greedy(shape):
+    pair = sharp_pair("random")
+    drafter = StaticTreeDrafter(pair.draft, SamplingConfig(), make_rng(0), shape)
+    tr = generate(pair, PROMPT, RunConfig(method="kary", max_new_tokens=N_GREEDY), drafter=drafter)
+    assert tr.output_ids == ar_ids("random")
+
+
+def _drafters(pair, sampling, rng):
+    yield DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=10, max_depth=4))
+    yield DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=10, max_depth=4, level_threshold=0.05))
+    yield StaticTreeDrafter(pair.draft, sampling, rng, sequoia(8, (0.6, 0.2, 0.1), 4))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_draft_cache_stays_consistent(temperature):
+    """After each round the draft cache equals a fresh forward of the committed text it holds, and every
+    node's draft distribution (tree-masked, batched) equals a sequential forward of its path."""
+    pair = sharp_pair("near")
+    sampling = SamplingConfig(temperature=temperature, seed=3)
+    rng = make_rng(3)
+    fresh = LM(pair.draft.model)
+    for drafter in _drafters(pair, sampling, rng):
+        committed, checked = list(PROMPT), 0
+        run = RunConfig(method="dyspec", max_new_tokens=20, sampling=sampling)
+        for rnd in iter_rounds(pair, PROMPT, run, drafter, rng):
+            if rnd.index < 2 and rnd.n_drafted:          # D at each computed node vs its path, sequentially
+                for u, D in drafter.D.items():
+                    path = [drafter.tokens[i] for i in path_to(drafter.parents, u)[1:]]
+                    fresh.reset()
+                    ref = warp(fresh.forward(committed + path).logits[-1], sampling,
+                               temperature=drafter.value_temperature if sampling.greedy else None)
+                    assert torch.allclose(D, ref, atol=1e-4), (rnd.index, u)
+                    checked += 1
+            committed += rnd.emitted
+            L = drafter.lm.length
+            assert L <= len(committed) - 1
+            fresh.reset()
+            fresh.forward(committed[:L])
+            for a, b in zip(drafter.lm.cache.layers, fresh.cache.layers):
+                assert torch.allclose(a.keys, b.keys, atol=1e-4) and torch.allclose(a.values, b.values, atol=1e-4)
+        assert rnd.index >= 3 and checked >= 3
+
+
+def test_level_variant_equals_heap_at_its_size():
+    """Algorithm 2 with threshold t builds Algorithm 1's tree of the same size (DySpec App. A.1)."""
+    pair = sharp_pair("near")
+    for t in (0.2, 0.05):
+        level = DySpecDrafter(pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=200, max_depth=6, level_threshold=t))
+        level.begin(PROMPT)
+        a = level.propose(PROMPT, 50).tree
+        heap = DySpecDrafter(pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=len(a) - 1, max_depth=6))
+        heap.begin(PROMPT)
+        b = heap.propose(PROMPT, 50).tree
+
+        def paths(tree):
+            return {tuple(tree.tokens[i] for i in path_to(tree.parents, u)) for u in range(len(tree))}
+        assert paths(a) == paths(b) and len(a) > 3
+        assert heap.draft_forwards <= len(b)                   # lazy batching: fewer forwards than nodes
+
+
+def test_dyspec_respects_budget_remaining_and_eos():
+    pair = sharp_pair("same")
+    for level in (0.0, 0.01):
+        d = DySpecDrafter(pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=20, max_depth=8, level_threshold=level))
+        d.begin(PROMPT)
+        tree = d.propose(PROMPT, 3).tree
+        assert 1 <= len(tree) - 1 <= 20 and max(depths(tree.parents)) <= 2
+        d.begin(PROMPT)
+        d.eos_ids = {tree.tokens[1]}                           # pretend the first drafted token is EOS
+        tree2 = d.propose(PROMPT, 50).tree
+        assert tree2.tokens[1] == tree.tokens[1] and 1 not in tree2.parents
+        d.begin(PROMPT)
+        assert len(d.propose(PROMPT, 1).tree) == 1             # one token left: the target's alone
+
+
+def test_kary_shape():
+    assert kary(2, 2) == [-1, 0, 0, 1, 1, 2, 2]
+    assert kary(3, 1) == [-1, 0, 0, 0]
+    assert len(kary(2, 3)) == 1 + 2 + 4 + 8
+
+
+def test_sequoia_dp_hand_checked():
+    # P = (0.6, 0.3), 3 drafted nodes: chain 1+.6+.36+.216 = 2.176; root with 2 children, the first with
+    # one child: 1+.6+.3+.36 = 2.26 (best); one child with 2 children: 2.14; star: 1.9.
+    tree = sequoia(3, (0.6, 0.3), 3)
+    assert tree == [-1, 0, 0, 1]
+    assert expected_tokens(tree, (0.6, 0.3)) == pytest.approx(2.26)
+    assert sequoia(2, (0.8, 0.1), 4) == [-1, 0, 1]             # 2.44 (chain) beats 1.9 (star)
+    assert sequoia(2, (0.4, 0.35), 4) == [-1, 0, 0]            # 1.75 (star) beats 1.56 (chain)
+    assert sequoia(5, (0.8, 0.1), 1) == [-1, 0, 0]             # depth 1 and two ranks: only 2 nodes fit
+
+
+def _ordered_trees(n):
+    """All ordered rooted trees with n nodes, as parent arrays."""
+    seen = set()
+    for par in itertools.product(*[range(i) for i in range(1, n)]):
+        parents = [-1, *par]
+        kids, rank = children(parents), {0: ()}
+        for u in range(n):
+            for k, c in enumerate(kids[u]):
+                rank[c] = rank[u] + (k,)
+        key = frozenset(rank.values())
+        if key not in seen:
+            seen.add(key)
+            yield parents
+
+
+def test_sequoia_dp_matches_brute_force():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(12):
+        B = int(torch.randint(1, 4, (), generator=g))
+        P = tuple(sorted(torch.rand(B, generator=g).tolist(), reverse=True))
+        n, D = int(torch.randint(1, 6, (), generator=g)), int(torch.randint(1, 5, (), generator=g))
+        best = max(expected_tokens(t, P) for k in range(1, n + 2) for t in _ordered_trees(k)
+                   if max(depths(t)) <= D and max(len(c) for c in children(t)) <= B)
+        got = sequoia(n, P, D)
+        assert len(got) <= n + 1 and max(depths(got)) <= D
+        assert expected_tokens(got, P) == pytest.approx(best)
+
+
+# -- losslessness at T > 0 ---------------------------------------------------------------------------------
+
+V = 8
+P_LOGITS = torch.tensor([2.0, 1.5, 1.0, 0.2, 0.0, -0.5, -1.0, -3.0])
+Q_LOGITS = torch.tensor([-1.0, 2.5, 0.0, 1.8, 0.3, -2.0, 1.0, 0.5])   # a poor draft: several children rejected
+
+
+def star_first_tokens(n, temperature, width=4, skip_residual=False, seed=1234):
+    """First emitted token of a width-`width` star whose children are drawn without replacement from q
+    (Gumbel top-k: the keys' descending order is the sequential drawing order)."""
+    cfg = SamplingConfig(temperature=temperature)
+    p, q = warp(P_LOGITS, cfg), warp(Q_LOGITS, cfg)
+    rng = make_rng(seed)
+    gumbel = -torch.log(-torch.log(torch.rand(n, V, generator=rng)))
+    draws = torch.topk(q.log() + gumbel, width, dim=-1).indices.tolist()     # (n, width)
+    counts, rejected = torch.zeros(V), 0
+    tree_parents = (-1,) + (0,) * width
+    import specviz.verify as vmod
+    orig = vmod.residual
+    if skip_residual:
+        vmod.residual = lambda r, d: r                          # the bug: resample from R, not norm(max(R - D, 0))
+    try:
+        for toks in draws:
+            tree = DraftTree((0, *toks), tree_parents, (1.0, *(float(q[t]) for t in toks)))
+            out = verify_sampled(tree, p.expand(width + 1, V), {0: q}, rng)
+            counts[out.emitted[0]] += 1
+            rejected += out.status.count("rejected")
+    finally:
+        vmod.residual = orig
+    return counts, p, rejected / n
+
+
+@pytest.mark.parametrize("temperature", [0.6, 1.0])
+def test_star_swor_is_lossless(temperature):
+    n = 20_000
+    counts, p, mean_rejected = star_first_tokens(n, temperature)
+    assert mean_rejected > 1.0                                 # the residual chain really is exercised
+    stat = chisquare(counts.numpy(), (p * n).numpy())
+    print(f"T={temperature}: chi-square p-value {stat.pvalue:.4f}, mean rejected children {mean_rejected:.2f}")
+    assert stat.pvalue > 1e-3, stat
+
+
+@pytest.mark.parametrize("temperature", [0.6, 1.0])
+def test_chi_square_fails_without_residual_update(temperature):
+    n = 5_000
+    counts, p, _ = star_first_tokens(n, temperature, skip_residual=True)
+    stat = chisquare(counts.numpy(), (p * n).numpy())
+    print(f"T={temperature}, residual skipped: chi-square p-value {stat.pvalue:.3g}")
+    assert stat.pvalue < 1e-6, stat
+
+
+class BigramLM:
+    """A stand-in for `LM` whose next token depends on the last token only: fast enough for many rounds."""
+
+    def __init__(self, table: torch.Tensor):
+        self.table, self.vocab_size, self.device = table, table.shape[0], torch.device("cpu")
+        self.model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=[]))
+        self.tokens: list[int] = []
+
+    @property
+    def length(self):
+        return len(self.tokens)
+
+    def reset(self):
+        self.tokens = []
+
+    def keep(self, positions):
+        self.tokens = [self.tokens[i] for i in positions]
+
+    def forward(self, ids, parents=None, rows=None, visible=None):
+        self.tokens += list(ids)
+        logits = self.table[list(ids)]
+        logits = logits if rows is None else logits[rows]
+        return Forward(hidden=logits, logits=logits)
+
+
+@pytest.mark.parametrize("variant", ["heap", "sequoia"])
+def test_tree_round_is_lossless_end_to_end(variant):
+    """Joint law of the first two emitted tokens of whole DySpec / Sequoia rounds (drafter + verifier) at T = 1."""
+    g = torch.Generator().manual_seed(5)
+    Vb = 5
+    target, draft = 1.5 * torch.randn(Vb, Vb, generator=g), 1.5 * torch.randn(Vb, Vb, generator=g)
+    pair = Pair(BigramLM(target), BigramLM(draft), None, {})
+    sampling = SamplingConfig(temperature=1.0)
+    run = RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling)
+    rng = make_rng(9)
+    drafter = {"heap": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2)),
+               "sequoia": StaticTreeDrafter(pair.draft, sampling, rng, sequoia(6, (0.5, 0.3, 0.1), 2))}[variant]
+    n, counts = 1500, torch.zeros(Vb, Vb)
+    for _ in range(n):
+        out = [t for r in iter_rounds(pair, [0], run, drafter, rng) for t in r.emitted]
+        counts[out[0], out[1]] += 1
+    p = torch.softmax(target, -1)
+    expected = (p[0][:, None] * p).flatten() * n               # p(y1 | 0) p(y2 | y1)
+    small = expected < 5                                       # pool the sparse cells into one
+    obs = torch.cat([counts.flatten()[~small], counts.flatten()[small].sum()[None]])
+    exp = torch.cat([expected[~small], expected[small].sum()[None]])
+    stat = chisquare(obs.numpy(), exp.numpy())
+    print(f"{variant}: end-to-end chi-square p-value {stat.pvalue:.4f}")
+    assert stat.pvalue > 1e-3, stat
+
+
+def test_root_only_when_no_room():
+    pair = sharp_pair("same")
+    d = StaticTreeDrafter(pair.draft, SamplingConfig(), make_rng(0), kary(2, 2))
+    d.begin(PROMPT)
+    assert d.propose(PROMPT, 1).tree == Drafter().propose(PROMPT, 1).tree
+
+
+def test_draw_order():
+    D = torch.tensor([[0.0, 0.5, 0.0, 0.2, 0.3], [0.1, 0.2, 0.3, 0.4, 0.0]])
+    toks, probs = draw_order(D, 4, make_rng(0), greedy=True)
+    assert toks == [[1, 4, 3], [3, 2, 1, 0]] and probs[0] == pytest.approx([0.5, 0.3, 0.2])
+    rng = make_rng(0)
+    firsts = torch.zeros(5)
+    for _ in range(2000):
+        toks, _ = draw_order(D, 5, rng, greedy=False)
+        assert sorted(toks[0]) == [1, 3, 4] and sorted(toks[1]) == [0, 1, 2, 3]     # support only, no repeats
+        firsts[toks[0][0]] += 1
+    assert chisquare(firsts[[1, 3, 4]].numpy(), (2000 * D[0, [1, 3, 4]]).numpy()).pvalue > 1e-3

@@ -1,0 +1,180 @@
+"""Figures and spans from hand-written traces (no model), colours match statuses, and the import boundary."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+from specviz import metrics
+from specviz.trace import ACCEPTED, REJECTED, ROOT, UNVISITED, DraftTree, GenerationTrace, RoundTrace
+from specviz.viz import LABELS, PALETTE, SPAN_COLORS, placeholder, show_token, span_rounds, summary_cards, token_spans
+from specviz.viz_run import histogram_figure, position_figure, race_figure, round_spans, speedup_figure
+from specviz.viz_tree import CORRECTION, showcase_round, stop_figure, tree_figure, tree_graph, tree_layout
+
+ROOT_DIR = Path(__file__).resolve().parent.parent
+TEXT = {1: "<s>", 10: " The", 11: " cat", 12: " sat", 13: " dog", 14: " on", 15: " mat", 16: "\n", 17: "<b>x</b>"}
+
+
+def _round(index, tokens, parents, status, emitted, correction, **kw):
+    n = len(tokens)
+    path = tuple(i for i in range(1, n) if status[i] == ACCEPTED)
+    return RoundTrace(index=index, context_len=5 + index, tree=DraftTree(tuple(tokens), tuple(parents), (1.0,) + (0.5,) * (n - 1)),
+                      status=tuple(status), p=(None,) + (0.4,) * (n - 1), accepted_path=path, emitted=tuple(emitted),
+                      correction=correction, draft_ms=10.0, verify_ms=20.0, overhead_ms=1.0, draft_forwards=n - 1, **kw)
+
+
+def make_trace():
+    """Round 0: chain, 2 accepted then a resample. Round 1: a tree, full path accepted + bonus.
+    Round 2: autoregressive (root only). Round 3: SpecDec++ fields present."""
+    r0 = _round(0, [1, 10, 11, 12], [-1, 0, 1, 2], [ROOT, ACCEPTED, ACCEPTED, REJECTED], [10, 11, 13], "resample")
+    r1 = _round(1, [13, 14, 15, 12, 16], [-1, 0, 0, 1, 3], [ROOT, ACCEPTED, UNVISITED, ACCEPTED, ACCEPTED], [14, 12, 16, 17],
+                "bonus")
+    r2 = _round(2, [17], [-1], [ROOT], [10], "bonus")
+    r3 = _round(3, [10, 11, 12, 13], [-1, 0, 1, 2], [ROOT, ACCEPTED, REJECTED, UNVISITED], [11, 15], "resample",
+                accept_probs=(0.9, 0.6, 0.5), stop_probs=(0.1, 0.46, 0.73), threshold=0.5, stop_reason="threshold",
+                hindsight_k=1)
+    rounds = (r0, r1, r2, r3)
+    out = tuple(t for r in rounds for t in r.emitted)
+    return GenerationTrace(method="chain", config={"sampling": {"temperature": 0.0}}, prompt_ids=(1, 2, 3),
+                           output_ids=out, rounds=rounds, token_text=TEXT, total_ms=200.0, prompt_text="hi")
+
+
+@pytest.fixture
+def trace():
+    return make_trace()
+
+
+def _node_traces(fig):
+    return {t.meta: t for t in fig.data if t.meta}
+
+
+def test_tree_colours_match_statuses(trace):
+    fig = tree_figure(trace.rounds[0], trace.token_text)
+    nodes = _node_traces(fig)
+    assert set(nodes) == {ROOT, ACCEPTED, REJECTED, metrics.CORRECTED}
+    for kind, t in nodes.items():
+        assert t.marker.color == PALETTE[kind]
+    assert len(nodes[ACCEPTED].x) == 2 and len(nodes[REJECTED].x) == 1
+    chips = {a.text: a.bgcolor for a in fig.layout.annotations}
+    assert chips["␣cat"] == PALETTE[ACCEPTED] and chips["␣sat"] == PALETTE[REJECTED]
+    assert chips["␣dog"] == PALETTE[metrics.CORRECTED]                # the resampled correction is its own node
+    assert "resampled" in fig.layout.title.text
+    hover = " ".join(nodes[ACCEPTED].hovertext)
+    assert "q (draft) = 0.500" in hover and "p (target) = 0.400" in hover and "min(1, p/q) = 0.800" in hover
+
+
+def test_tree_layout_is_layered_and_bonus_hangs_off_the_leaf(trace):
+    rnd = trace.rounds[1]
+    g = tree_graph(rnd)
+    assert [g.nodes[u]["depth"] for u in (0, 1, 2, 3, 4, CORRECTION)] == [0, 1, 1, 2, 3, 4]
+    assert list(g.predecessors(CORRECTION)) == [4]
+    fig = tree_figure(rnd, trace.token_text)
+    nodes = _node_traces(fig)
+    assert set(nodes) == {ROOT, ACCEPTED, UNVISITED, metrics.BONUS_TOKEN}
+    assert nodes[UNVISITED].marker.color == PALETTE[UNVISITED]
+    xs = {u: x for t in nodes.values() for u, x in zip(t.hovertext, t.x)}
+    assert sorted(set(xs.values())) == [0, 1, 2, 3, 4]                 # x = depth
+    pos = tree_layout(g)
+    assert {pos[u][1] for u in (0, 1, 3, 4, CORRECTION)} == {0} and pos[2][1] < 0   # committed line on top
+    assert "&lt;b&gt;x&lt;/b&gt;" in " ".join(a.text for a in fig.layout.annotations)   # token text is escaped
+
+
+def test_autoregressive_round_shows_the_target_token(trace):
+    fig = tree_figure(trace.rounds[2], trace.token_text)
+    assert set(_node_traces(fig)) == {ROOT, metrics.TARGET}
+    assert "no draft" in fig.layout.title.text
+
+
+def test_stop_figure_with_and_without_specdecpp_fields(trace):
+    fig = stop_figure(trace.rounds[3], trace.token_text)
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    assert list(bars[0].y) == [0.9, 0.6, 0.5]
+    assert list(bars[0].marker.color) == [PALETTE[ACCEPTED], PALETTE[REJECTED], PALETTE[UNVISITED]]
+    line = [t for t in fig.data if isinstance(t, go.Scatter) and t.mode == "lines+markers"][0]
+    assert list(line.y) == [0.1, 0.46, 0.73]
+    assert any(s.y0 == 0.5 for s in fig.layout.shapes)                 # the threshold line
+    assert "threshold" in fig.layout.title.subtitle.text
+    assert showcase_round(trace.rounds) == 0
+    empty = stop_figure(trace.rounds[0], trace.token_text)
+    assert "SpecDec++" in empty.layout.annotations[0].text and not empty.data
+
+
+def test_run_figures(trace):
+    base = GenerationTrace(method="ar", config={}, prompt_ids=(1,), output_ids=trace.output_ids,
+                           rounds=trace.rounds, token_text=TEXT, total_ms=400.0)
+    fig = speedup_figure(trace, base)
+    assert "2.00× faster" in fig.layout.title.text
+    assert speedup_figure(trace, None).layout.title.text == "Speed"
+    assert "2.00× slower" in speedup_figure(base, trace).layout.title.text
+    pos = position_figure(trace)
+    assert list(pos.data[0].x) == [1, 2, 3] and list(pos.data[0].text) == ["3/3", "2/3", "1/3"]
+    hist = histogram_figure(trace)
+    assert list(hist.data[0].y) == [1, 1, 1, 1]
+    race = race_figure([trace, base])
+    assert len([t for t in race.data if isinstance(t, go.Scatter)]) == 2
+    assert round_spans(trace)[0][0] == pytest.approx(200.0 - 4 * 31.0)
+    assert "Race" in race_figure([]).layout.title.text
+
+
+def test_metrics(trace):
+    assert metrics.tokens_per_call(trace.rounds) == pytest.approx(10 / 4)
+    assert metrics.acceptance_rate(trace.rounds) == pytest.approx(6 / 10)
+    assert metrics.acceptance_by_position(trace.rounds) == [(1, 3, 3), (2, 3, 2), (3, 3, 1)]
+    assert metrics.accepted_length_histogram(trace.rounds) == [1, 1, 1, 1]
+    split = metrics.time_split(trace)
+    assert (split.draft_ms, split.verify_ms, split.overhead_ms, split.other_ms) == (40.0, 80.0, 4.0, 76.0)
+    assert metrics.tokens_per_second(trace) == pytest.approx(50.0)
+
+
+def test_spans_colour_every_output_token_by_origin(trace):
+    spans = token_spans(trace)
+    assert [t for t, _ in spans] == [TEXT[t] for t in trace.output_ids]
+    assert [k for _, k in spans] == [metrics.DRAFTED, metrics.DRAFTED, metrics.CORRECTED,
+                                     metrics.DRAFTED, metrics.DRAFTED, metrics.DRAFTED, metrics.BONUS_TOKEN,
+                                     metrics.TARGET, metrics.DRAFTED, metrics.CORRECTED]
+    assert span_rounds(trace) == [0, 0, 0, 1, 1, 1, 1, 2, 3, 3]
+    assert set(SPAN_COLORS) == set(metrics.ORIGINS)
+    assert SPAN_COLORS[metrics.DRAFTED] == PALETTE[ACCEPTED]
+
+
+def test_cards_and_labels_escape_trace_strings(trace):
+    html_ = summary_cards(metrics.summarize(trace), 1.5, "<script>alert(1)</script>")
+    assert "<script>" not in html_ and "1.50×" in html_
+    assert show_token(" a\nb") == "␣a↵b" and show_token("") == "∅" and len(show_token("x" * 50)) == 12
+    assert placeholder("a\nb").layout.annotations[0].text == "a<br>b"
+    assert set(LABELS) >= set(PALETTE)
+
+
+def test_shipped_traces_draw(tmp_path):
+    paths = sorted((ROOT_DIR / "assets" / "traces").glob("*.json"))
+    if not paths:
+        pytest.skip("no recorded traces in assets/traces")
+    for p in paths:
+        d = json.loads(p.read_text())
+        tr = GenerationTrace.from_dict(d)
+        for rnd in tr.rounds[:5]:
+            tree_figure(rnd, tr.token_text).to_json()
+            stop_figure(rnd, tr.token_text).to_json()
+        position_figure(tr).to_json()
+        assert len(token_spans(tr)) == len(tr.output_ids)
+
+
+def test_viz_imports_no_torch_transformers_or_gradio_and_session_no_gradio():
+    code = ("import sys; import specviz.viz, specviz.viz_tree, specviz.viz_run, specviz.metrics; "
+            "bad = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    code = "import sys; import specviz.session; print('gradio' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+def test_an_empty_trace_draws_placeholders():
+    empty = GenerationTrace(method="chain", config={}, prompt_ids=(1,), output_ids=(), rounds=())
+    assert not position_figure(empty).data and not histogram_figure(empty).data
+    assert token_spans(empty) == [] and showcase_round(empty.rounds) == 0
+    speedup_figure(empty, None).to_json()
+    summary_cards(metrics.summarize(empty), None, "chain")
