@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import sys
 import time
 from collections import defaultdict
@@ -257,6 +258,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
     from . import bench_report
     from .cli import read_prompts
@@ -274,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.threads:
         torch.set_num_threads(a.threads)
     result = {"machine": machine_info(), "config": {**asdict(cfg), "prompts_file": a.prompts,
+              "command": " ".join(["python -m specviz bench", *map(shlex.quote, argv)]),
               "methods": [s.key for s in settings], "dtypes": a.dtype}, "suites": {}}
     for dtype in a.dtype:
         pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=dtype, device=a.device),

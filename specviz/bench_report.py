@@ -158,6 +158,8 @@ def markdown(result: dict) -> str:
              f"Suite: {c['n_prompts']} prompts from {Path(c['prompts_file']).name} (stratified by task, seed {c['seed']}), "
              f"{c['max_new_tokens']} new tokens, temperatures {', '.join(f'{t:g}' for t in c['temperatures'])}, "
              f"dtype {', '.join(c['dtypes'])}.", ""]
+    if c.get("command"):
+        lines[-1:-1] = [f"Command: `{c['command']}`"]
     for suite in result["suites"].values():
         lines += suite_markdown(suite)
     return "\n".join(lines + notes(result)) + "\n"

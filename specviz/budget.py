@@ -39,25 +39,26 @@ def _sync(lm: LM) -> None:
 
 
 def measure_curve(lm: LM, context: Sequence[int], sizes: Sequence[int] = SIZES, repeats: int = 5) -> dict:
-    """Median ms of one forward of n tree tokens (a binary-tree shape) on top of `context`, for each n."""
+    """Median ms of one forward of n tree tokens (a binary-tree shape) on top of `context`, for each n.
+
+    Sizes are interleaved within each repeat, so a slow spell on a shared machine hits all of them alike.
+    """
     lm.reset()
     lm.forward(list(context), rows=slice(0, 0))
     base = lm.length
     ids = [int(t) for t in context[-max(sizes):]] * (max(sizes) // max(1, len(context)) + 1)
-    ms = []
-    for n in sizes:
-        parents = [-1] + [(i - 1) // 2 for i in range(1, n)]
-        times = []
-        for r in range(repeats + 1):                             # the first run warms up
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for r in range(repeats + 1):                                 # the first pass warms up
+        for n in sizes:
+            parents = [-1] + [(i - 1) // 2 for i in range(1, n)]
             _sync(lm)
             t0 = time.perf_counter()
             lm.forward(ids[:n], parents=parents)
             _sync(lm)
             if r:
-                times.append((time.perf_counter() - t0) * 1e3)
+                times[n].append((time.perf_counter() - t0) * 1e3)
             lm.crop(base)
-        ms.append(round(sorted(times)[len(times) // 2], 3))
-    return {"n": list(sizes), "ms": ms}
+    return {"n": list(sizes), "ms": [round(sorted(times[n])[len(times[n]) // 2], 3) for n in sizes]}
 
 
 def interpolate(curve: dict, n: float) -> float:

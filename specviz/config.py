@@ -99,7 +99,7 @@ class HeadTrainConfig:
 
     prompts: int = 480
     new_tokens: int = 96
-    gen_batch: int = 16
+    gen_batch: int = 48
     greedy_fraction: float = 0.5
     mixing_ratio: float = 0.15
     reject_weight: float = 6.0

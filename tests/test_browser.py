@@ -29,7 +29,9 @@ def page():
         ctx = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True, args=ARGS,
                                                     viewport={"width": 1440, "height": 1000})
         try:
-            yield ctx.new_page()
+            page = ctx.new_page()
+            page.set_default_timeout(120_000)                                       # a busy 2-core machine
+            yield page
         finally:
             ctx.close()
             shutil.rmtree(profile, ignore_errors=True)

@@ -154,7 +154,7 @@ def test_shipped_traces_draw(tmp_path):
     for p in paths:
         d = json.loads(p.read_text())
         tr = GenerationTrace.from_dict(d)
-        for rnd in tr.rounds[:5]:
+        for rnd in tr.rounds[:2]:
             tree_figure(rnd, tr.token_text).to_json()
             stop_figure(rnd, tr.token_text).to_json()
         position_figure(tr).to_json()

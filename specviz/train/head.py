@@ -129,7 +129,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m specviz.train head", description="Train the SpecDec++ acceptance head.")
     ap.add_argument("--target", help="target model (default: the offline default)")
     ap.add_argument("--draft", help="draft folder (default: models/smollm2-draft); the head is written beside it")
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--dtype", default="fp32", choices=["bf16", "fp32"],
+                    help="for data generation; fp32 because batched bf16 matmuls have no fast path on AVX2 CPUs")
     for name in ("prompts", "new_tokens", "gen_batch", "epochs", "batch", "num_layers", "seed"):
         ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
     for name in ("greedy_fraction", "mixing_ratio", "reject_weight", "lr", "heldout_fraction"):
