@@ -1,6 +1,7 @@
 """One in-process dashboard on a free localhost port, shared by the app and browser tests."""
 import os
 import socket
+import time
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -17,12 +18,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _patient_url_ok(url: str) -> bool:
+    """gradio's launch() gives its own server 5 x 3 s to answer; a loaded 2-core machine can need more."""
+    import httpx
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.head(url, timeout=30).status_code < 400:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    return False
+
+
 def app_url() -> str:
     """Build, queue and launch app.py's Blocks once per test process (default pair loaded first)."""
     global _url
     if _url is None:
+        import gradio.networking
+
         import app
         from specviz import session
+        gradio.networking.url_ok = _patient_url_ok
         session.warm_up(session.model_config(session.DEFAULT_PAIR, DTYPE))
         demo = app.build_ui().queue(default_concurrency_limit=4, max_size=64)
         port = free_port()

@@ -44,7 +44,7 @@ def test_alpha_counts_only_offered_positions():
 def test_smoke_suite_fp32(tiny_pair, tmp_path):
     pair = tiny_pair("near")
     pair.info["dtype"] = "fp32"
-    cfg = BenchConfig(n_prompts=2, max_new_tokens=12, temperatures=(0.0, 1.0), warmup_tokens=4)
+    cfg = BenchConfig(n_prompts=2, max_new_tokens=10, temperatures=(0.0, 1.0), warmup_tokens=2)
     settings = parse_settings(METHODS, cfg, ["ar", "chain", "heuristic"])
     prompts = [Prompt("1", "writing", (5, 9, 17, 3, 33, 8)), Prompt("2", "qa", (4, 11, 6, 40))]
     suite = run_suite(pair, prompts, settings, cfg, progress=False)

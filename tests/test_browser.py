@@ -57,12 +57,19 @@ def test_run_default_prompt_draws_tree_and_stop_plot(page):
         assert page.locator(f"{plot} .js-plotly-plot .main-svg").count() > 0, plot
     assert page.locator("#sv-tree .annotation").count() >= 2                    # token chips drawn
     title = "document.querySelector('#sv-tree .gtitle')?.textContent || ''"
-    page.locator("#sv-output .token").last.click()                               # the last token -> its round
-    page.wait_for_function(f"!({title}).startsWith('Round 0:')", timeout=30_000)
+    last = page.get_by_label("number input for Round").get_attribute("max")
+    page.locator("#sv-output .token").last.click()                               # the last token -> last round
+    page.wait_for_function(f"({title}).startsWith('Round {last}:')", timeout=30_000)
     shown = page.get_by_label("number input for Round").input_value()
-    assert int(shown) > 0 and page.evaluate(title).startswith(f"Round {shown}:")
+    assert shown == last and int(shown) > 0
     page.get_by_role("button", name="◀ previous").click()                        # the stepper
     page.wait_for_function(f"({title}).startsWith('Round {int(shown) - 1}:')", timeout=30_000)
+    resampled = page.locator("#sv-output .token[style*='245, 158, 11']")          # a round with a rejection
+    if resampled.count():
+        resampled.first.click()
+        page.wait_for_timeout(1500)
+        shown = page.get_by_label("number input for Round").input_value()
+        assert page.evaluate(title).startswith(f"Round {shown}:")
     page.get_by_role("button", name="Sampling and length").click()                # fold the controls back
     page.get_by_role("button", name="Model pair").click()
     page.wait_for_timeout(500)

@@ -219,7 +219,7 @@ def test_training_lowers_the_loss(tiny_pair):
     pair = tiny_pair("near")
     cfg = HeadTrainConfig(prompts=8, new_tokens=12, gen_batch=4, epochs=6, batch=16, lr=3e-3, num_layers=2)
     prompts = [[5 + i, 9, 17 + i, 3] for i in range(cfg.prompts)]
-    data = build_head_data(pair.target, pair.draft, prompts, cfg, make_rng(0), pair.eos_ids)
+    data = build_head_data(pair.target, pair.draft, prompts, cfg, pair.eos_ids)
     assert data.features.shape[1] == 32 and len(data.label) > 50
     assert torch.all((data.label >= 0) & (data.label <= 1)) and set(data.greedy.tolist()) <= {0.0, 1.0}
     train, held = split_by_prompt(data, cfg.prompts, 0.25, make_rng(1))

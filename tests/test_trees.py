@@ -31,6 +31,15 @@ PROMPT = [5, 9, 17, 3, 33, 8]
 SHARP = 40.0                      # scales the tiny models' output layer: peaked distributions, deep trees
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread (no synchronisation between two on a shared CPU)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def sharp_pair(draft: str, seed: int = 0) -> Pair:
     """A tiny pair with peaked next-token distributions. draft: 'same', 'random' or 'near' (perturbed copy)."""
     def build(s, noise=0.0):

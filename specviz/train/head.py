@@ -120,8 +120,6 @@ def _data_key(cfg: HeadTrainConfig, pair_id: str) -> str:
 
 
 def main(argv=None) -> None:
-    from safetensors.torch import load_file, save_file
-
     from ..decode import encode_prompt
     from ..loading import DEFAULT_DRAFT, cache_dir, load_pair
     from ..sampling import make_rng
@@ -145,17 +143,11 @@ def main(argv=None) -> None:
     digest = file_digest(Path(folder) / "draft.safetensors")
     rng = make_rng(cfg.seed)
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
-    cache = cache_dir() / f"head-data-{_data_key(cfg, pair.info['target'] + digest)}.safetensors"
-    if cache.exists():
-        data = HeadData(**load_file(cache))
-        print(f"head data: loaded {len(data.label)} rows from {cache}")
-    else:
-        bar = tqdm(total=len(prompts) * cfg.new_tokens, desc="head data", unit="tok")
-        pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
-        data = build_head_data(pair.target, pair.draft, prompts, cfg, rng, pair.eos_ids, pad, progress=bar.update)
-        bar.close()
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        save_file(data.to_dict(), cache)
+    folder_data = cache_dir() / "train" / f"head-data-{_data_key(cfg, pair.info['target'] + digest)}"
+    bar = tqdm(total=len(prompts) * cfg.new_tokens, desc="head data", unit="tok")
+    pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
+    data = build_head_data(pair.target, pair.draft, prompts, cfg, pair.eos_ids, pad, bar.update, folder_data)
+    bar.close()
     data_s = time.perf_counter() - t0
     train, heldout = split_by_prompt(data, len(prompts), cfg.heldout_fraction, rng)
     print(f"head data: {len(train.label)} train rows, {len(heldout.label)} held-out rows ({data_s:.0f} s)")

@@ -18,6 +18,7 @@ The draft is frozen, so features are computed once and the head trains on them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import DynamicCache
@@ -107,16 +108,28 @@ def batch_rows(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainCo
             "greedy": torch.full((len(rows),), float(greedy)), "seq": rows[:, 0].cpu()}
 
 
-def build_head_data(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, rng: torch.Generator,
-                    eos_ids: set[int], pad: int = 0, progress=None) -> HeadData:
-    """Rows for every prompt, batch by batch (sorted by length to keep padding small)."""
+def build_head_data(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, eos_ids: set[int],
+                    pad: int = 0, progress=None, folder: Path | None = None) -> HeadData:
+    """Rows for every prompt, batch by batch (sorted by length to keep padding small).
+
+    Batch b draws from its own generator seeded (cfg.seed, b), so with `folder` set each finished batch
+    is stored there and an interrupted run resumes where it stopped, with the same result."""
+    from safetensors.torch import load_file, save_file
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     parts = []
-    batches = [order[s:s + cfg.gen_batch] for s in range(0, len(order), cfg.gen_batch)]
-    for idx in batches:
-        greedy = bool(torch.rand((), generator=rng, device=rng.device) < cfg.greedy_fraction)
-        r = batch_rows(target, draft, [prompts[i] for i in idx], cfg, greedy, rng, eos_ids, pad)
-        r["prompt"] = torch.tensor(idx)[r.pop("seq")]
+    for b, start in enumerate(range(0, len(order), cfg.gen_batch)):
+        idx = order[start:start + cfg.gen_batch]
+        path = folder / f"batch-{b:04d}.safetensors" if folder else None
+        if path is not None and path.exists():
+            r = load_file(path)
+        else:
+            rng = torch.Generator(device=target.device).manual_seed(cfg.seed * 1_000_003 + b)
+            greedy = bool(torch.rand((), generator=rng, device=rng.device) < cfg.greedy_fraction)
+            r = batch_rows(target, draft, [prompts[i] for i in idx], cfg, greedy, rng, eos_ids, pad)
+            r["prompt"] = torch.tensor(idx)[r.pop("seq")]
+            if path is not None:
+                folder.mkdir(parents=True, exist_ok=True)
+                save_file({k: v.contiguous() for k, v in r.items()}, path)
         parts.append(r)
         if progress is not None:
             progress(len(idx) * cfg.new_tokens)
