@@ -129,17 +129,17 @@ class DraftTrainConfig:
     the `head_size` most frequent response tokens. Loss: cross-entropy to the target's top-k distribution.
     """
 
-    greedy_prompts: int = 1280
-    doc_prompts: int = 128
+    greedy_prompts: int = 768
+    doc_prompts: int = 64
     sampled_prompts: int = 384
     sample_temperature: float = 0.7
     new_tokens: int = 128
     top_k: int = 32
     head_size: int = 8192
     init_layers: tuple[int, ...] = (0,)
-    steps: int = 600
-    batch_tokens: int = 6144
-    lr: float = 1e-3
+    steps: int = 700
+    batch_tokens: int = 3072
+    lr: float = 3e-3
     warmup: int = 30
     checkpoint_every: int = 50
     heldout_fraction: float = 0.03

@@ -102,8 +102,8 @@ assisted generation can use the same weights with the full tied head (load throu
 - loss: cross-entropy to the target's top-{cfg.top_k} distribution renormalised over the reduced vocabulary.
 - optimisation: AdamW (betas 0.9 / 0.98), lr {cfg.lr} with {cfg.warmup} warm-up steps and cosine decay to 10 %,
   {cfg.steps} steps of <= {cfg.batch_tokens} tokens, grad clip 1.0, fp32 on CPU.
-- time on this machine ({facts['threads']} CPU threads, shared): data {facts['data_min']:.1f} min,
-  training {facts['train_min']:.1f} min. Validation agreement (teacher-forced, composed prompts):
+- time on this machine ({facts['threads']} CPU threads, shared with other jobs): data stage {facts['data_min']:.1f} min
+  (shards already in the --work cache are reused, not regenerated), training {facts['train_min']:.1f} min. Validation agreement (teacher-forced, composed prompts):
   {h[-1]['heldout_agreement'] if h else float('nan'):.3f}.
 
 ## Held-out metrics (`python -m specviz.train draft --eval-only`)

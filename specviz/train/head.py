@@ -19,8 +19,8 @@ import hashlib
 import json
 import math
 import time
-from pathlib import Path
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import torch
 from torch.nn import functional as F
@@ -143,7 +143,7 @@ def main(argv=None) -> None:
     digest = file_digest(Path(folder) / "draft.safetensors")
     rng = make_rng(cfg.seed)
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
-    folder_data = cache_dir() / "train" / f"head-data-{_data_key(cfg, pair.info['target'] + digest)}"
+    folder_data = cache_dir() / "train" / f"head-data-{_data_key(cfg, pair.info['target'] + digest + a.dtype)}"
     bar = tqdm(total=len(prompts) * cfg.new_tokens, desc="head data", unit="tok")
     pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
     data = build_head_data(pair.target, pair.draft, prompts, cfg, pair.eos_ids, pad, bar.update, folder_data)
