@@ -5,7 +5,8 @@ Notation: n = tokens in one forward (the root plus the drafted nodes), t(n) = me
 forward on top of a realistic context; for a budget of m drafted nodes a round costs
 t_target(m + 1) + (draft forwards) * t_draft and yields G(m) tokens in expectation, so the best budget is
 argmax_m G(m) / cost(m). `python -m specviz.budget` measures the pair's curves and stores them in
-assets/verify_curve.json (with the machine they were measured on) for the dashboard to draw.
+assets/verify_curve.json, one record per dtype with the machine it was measured on, for the dashboard
+to draw (`load_curves`).
 """
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ SIZES = (1, 2, 4, 8, 16, 32, 64)
 def machine_info() -> dict:
     info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():                                         # bf16 speed hinges on these flags
+        lines = cpuinfo.read_text().splitlines()
+        info["cpu"] = next((x.split(":", 1)[1].strip() for x in lines if x.startswith("model name")), "")
+        flags = next((x.split(":", 1)[1].split() for x in lines if x.startswith("flags")), [])
+        info["simd"] = sorted(f for f in flags if f.startswith(("avx", "amx")))
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
@@ -38,11 +45,15 @@ def _sync(lm: LM) -> None:
         torch.cuda.synchronize(lm.device)
 
 
-def measure_curve(lm: LM, context: Sequence[int], sizes: Sequence[int] = SIZES, repeats: int = 5) -> dict:
+def measure_curve(lm: LM, context: Sequence[int], sizes: Sequence[int] = SIZES, repeats: int = 5,
+                  clock: str = "wall") -> dict:
     """Median ms of one forward of n tree tokens (a binary-tree shape) on top of `context`, for each n.
 
-    Sizes are interleaved within each repeat, so a slow spell on a shared machine hits all of them alike.
+    Sizes are interleaved within each repeat, so a slow spell hits all of them alike. clock "cpu" times
+    the process's CPU time instead of wall time: on a CPU shared with other jobs (and one torch thread)
+    that is what the forward would take on an idle core.
     """
+    now = time.perf_counter if clock == "wall" else time.process_time
     lm.reset()
     lm.forward(list(context), rows=slice(0, 0))
     base = lm.length
@@ -52,13 +63,13 @@ def measure_curve(lm: LM, context: Sequence[int], sizes: Sequence[int] = SIZES, 
         for n in sizes:
             parents = [-1] + [(i - 1) // 2 for i in range(1, n)]
             _sync(lm)
-            t0 = time.perf_counter()
+            t0 = now()
             lm.forward(ids[:n], parents=parents)
             _sync(lm)
             if r:
-                times[n].append((time.perf_counter() - t0) * 1e3)
+                times[n].append((now() - t0) * 1e3)
             lm.crop(base)
-    return {"n": list(sizes), "ms": [round(sorted(times[n])[len(times[n]) // 2], 3) for n in sizes]}
+    return {"n": list(sizes), "ms": [round(sorted(times[n])[len(times[n]) // 2], 3) for n in sizes], "clock": clock}
 
 
 def interpolate(curve: dict, n: float) -> float:
@@ -92,9 +103,9 @@ def pick_budget(curve: dict, expected_tokens: Callable[[int], float], budgets: S
     return BudgetChoice(best[0], best[3], tuple(rows))
 
 
-def load_curve(path: Path = CURVE_FILE) -> dict | None:
-    """The stored measurement (target and draft curves plus machine info), or None if never measured."""
-    return json.loads(path.read_text()) if path.exists() else None
+def load_curves(path: Path = CURVE_FILE) -> dict[str, dict]:
+    """Stored measurements by dtype: {dtype: {"target": curve, "draft": curve, "machine": ..., ...}}."""
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -105,18 +116,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--dtype", default=ModelConfig.dtype, choices=("bf16", "fp32"))
     ap.add_argument("--context", type=int, default=256, help="tokens already in the cache")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--clock", default="wall", choices=("wall", "cpu"),
+                    help="cpu: process CPU time (use with --threads 1 on a machine shared with other jobs)")
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--questions", type=Path, default=REPO / "assets" / "spec_bench_questions.jsonl",
                     help="JSON lines with 'turns'; their first turns make the context")
     ap.add_argument("--out", type=Path, default=CURVE_FILE)
     a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
     pair = load_pair(ModelConfig(dtype=a.dtype))
     text = " ".join(json.loads(line)["turns"][0] for line in a.questions.read_text().splitlines()[:40])
     context = pair.tokenizer(text)["input_ids"][:a.context]
     record = {"machine": machine_info(), "models": dict(pair.info), "dtype": a.dtype, "context": len(context),
               "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "target": measure_curve(pair.target, context, repeats=a.repeats),
-              "draft": measure_curve(pair.draft, context, repeats=a.repeats)}
-    a.out.write_text(json.dumps(record, indent=1) + "\n")
+              "target": measure_curve(pair.target, context, repeats=a.repeats, clock=a.clock),
+              "draft": measure_curve(pair.draft, context, repeats=a.repeats, clock=a.clock)}
+    a.out.write_text(json.dumps({**load_curves(a.out), a.dtype: record}, indent=1) + "\n")
     print(json.dumps(record))
 
 
