@@ -21,13 +21,13 @@ import shlex
 import sys
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
 from .bench_hf import HFSetting, hf_generate
-from .config import METHOD_LABELS, BenchConfig, ChainConfig, ModelConfig, RunConfig, SamplingConfig
+from .config import DTYPES, METHOD_LABELS, BenchConfig, ChainConfig, ModelConfig, RunConfig, SamplingConfig
 from .tree import depths
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -55,6 +55,7 @@ class Setting:
     kind: str                  # "ours" | "hf"
     method: str                # our method name, or the Hugging Face mode
     k: int | None = None
+    value: float | None = None # the knob of a parametrised method spec (tree budget, h, level threshold)
 
     @property
     def hf_assisted(self) -> bool:
@@ -98,7 +99,11 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
     out: list[Setting] = []
     for spec in specs:
         name, _, arg = spec.partition(":")
-        k = int(arg) if arg else None
+        try:
+            k = int(arg) if arg and name in ("chain", "hf-assist", "hf-heuristic") else None
+            float(arg or 0)
+        except ValueError:
+            raise ValueError(f"method spec {spec!r}: the part after ':' must be a number") from None
         if name == "chain":
             out += [Setting(f"chain:{x}", f"specviz {METHOD_LABELS['chain']}, K={x}", "ours", "chain", x)
                     for x in ([k] if k else cfg.chain_ks)]
@@ -110,6 +115,16 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
             out.append(Setting(spec, "HF assisted, library defaults (dynamic: K<=20, confidence 0.4)", "hf", "dynamic"))
         elif name == "hf-heuristic":
             out.append(Setting(spec, f"HF assisted, heuristic schedule (start K={k or 5})", "hf", "heuristic", k or 5))
+        elif name == "dyspec-level" and "dyspec" in available:
+            t = float(arg) if arg else RunConfig().dyspec.level_threshold or 0.05
+            out.append(Setting(spec, f"specviz {METHOD_LABELS['dyspec']}, level variant (t={t:g})", "ours", "dyspec", value=t))
+        elif name == "dyspec-heap" and "dyspec" in available:
+            out.append(Setting(spec, f"specviz {METHOD_LABELS['dyspec']}, heap variant", "ours", "dyspec", value=0.0))
+        elif name in available and arg:
+            what = {"specdecpp": "h", "dyspec": "budget", "sequoia": "budget", "kary": "width"}.get(name)
+            if what is None:
+                raise ValueError(f"method {name!r} takes no ':' parameter")
+            out.append(Setting(spec, f"specviz {METHOD_LABELS.get(name, name)}, {what}={arg}", "ours", name, value=float(arg)))
         elif name in available:
             out.append(Setting(name, f"specviz {METHOD_LABELS.get(name, name)}", "ours", name))
         else:
@@ -118,6 +133,26 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
     if not any(s.key == "ar" for s in out):
         out.insert(0, Setting("ar", f"specviz {METHOD_LABELS['ar']}", "ours", "ar"))
     return list({s.key: s for s in out}.values())
+
+
+def method_knobs(s: Setting) -> dict:
+    """RunConfig fields for a parametrised spec (chain:K, specdecpp:h, dyspec:B, dyspec-level:t, ...)."""
+    d = RunConfig()
+    if s.method == "chain":
+        return {"chain": ChainConfig(s.k)}
+    if s.value is None:
+        return {}
+    if s.key.startswith(("dyspec-level", "dyspec-heap")):
+        return {"dyspec": replace(d.dyspec, level_threshold=s.value)}
+    if s.method == "specdecpp":
+        return {"specdecpp": replace(d.specdecpp, threshold=s.value)}
+    if s.method == "dyspec":
+        return {"dyspec": replace(d.dyspec, budget=int(s.value))}
+    if s.method == "sequoia":
+        return {"tree": replace(d.tree, budget=int(s.value))}
+    if s.method == "kary":
+        return {"tree": replace(d.tree, width=int(s.value))}
+    return {}
 
 
 # -- one run -----------------------------------------------------------------------------------
@@ -134,8 +169,7 @@ def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens
                     accepted=[n - 1 for n in r.rounds], depth=depth)
     from .decode import iter_rounds
     run = RunConfig(method=s.method, max_new_tokens=max_new_tokens,
-                    sampling=SamplingConfig(temperature=temperature, seed=seed),
-                    **({"chain": ChainConfig(s.k)} if s.method == "chain" else {}))
+                    sampling=SamplingConfig(temperature=temperature, seed=seed), **method_knobs(s))
     f0 = pair.target.forward_ms + pair.draft.forward_ms
     t0 = time.perf_counter()
     rounds = list(iter_rounds(pair, list(prompt.ids), run))
@@ -241,8 +275,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
     p.add_argument("--temperatures", type=float, nargs="+", default=list(d.temperatures))
     p.add_argument("--methods", nargs="+", default=None,
-                   help="ar, chain[:K], heuristic, any registered method, hf, hf-assist[:K], hf-heuristic (default: all)")
-    p.add_argument("--dtype", nargs="+", choices=("bf16", "fp32"), default=[ModelConfig().dtype],
+                   help="ar, chain[:K], heuristic, specdecpp[:h], dyspec[:budget], dyspec-level[:t], dyspec-heap, "
+                        "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all)")
+    p.add_argument("--dtype", nargs="+", choices=DTYPES, default=[ModelConfig().dtype],
                    help="one suite per dtype; every method of a suite uses it")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--warmup-tokens", type=int, default=d.warmup_tokens)
@@ -284,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         prompts = [Prompt(str(r.get("question_id", i)), str(r.get("category", "all")),
                           tuple(encode_prompt(pair.tokenizer, r["turns"][0])), r["turns"][0])
                    for i, r in enumerate(rows)]
+        dtype = pair.info["dtype"]                                  # "auto" resolved
         result["suites"][dtype] = run_suite(pair, prompts, settings, cfg, progress=not a.quiet,
                                             log=lambda m: print(m, file=sys.stderr))
         del pair

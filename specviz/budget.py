@@ -110,10 +110,10 @@ def load_curves(path: Path = CURVE_FILE) -> dict[str, dict]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     import argparse
-    from .config import ModelConfig
+    from .config import DTYPES, ModelConfig
     from .loading import REPO, load_pair
     ap = argparse.ArgumentParser(prog="python -m specviz.budget", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dtype", default=ModelConfig.dtype, choices=("bf16", "fp32"))
+    ap.add_argument("--dtype", default=ModelConfig.dtype, choices=DTYPES)
     ap.add_argument("--context", type=int, default=256, help="tokens already in the cache")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--clock", default="wall", choices=("wall", "cpu"),
@@ -127,11 +127,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     pair = load_pair(ModelConfig(dtype=a.dtype))
     text = " ".join(json.loads(line)["turns"][0] for line in a.questions.read_text().splitlines()[:40])
     context = pair.tokenizer(text)["input_ids"][:a.context]
-    record = {"machine": machine_info(), "models": dict(pair.info), "dtype": a.dtype, "context": len(context),
+    dtype = pair.info["dtype"]                                      # "auto" resolved
+    record = {"machine": machine_info(), "models": dict(pair.info), "dtype": dtype, "context": len(context),
               "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
               "target": measure_curve(pair.target, context, repeats=a.repeats, clock=a.clock),
               "draft": measure_curve(pair.draft, context, repeats=a.repeats, clock=a.clock)}
-    a.out.write_text(json.dumps({**load_curves(a.out), a.dtype: record}, indent=1) + "\n")
+    a.out.write_text(json.dumps({**load_curves(a.out), dtype: record}, indent=1) + "\n")
     print(json.dumps(record))
 
 

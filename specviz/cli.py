@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import (METHODS, ChainConfig, DySpecConfig, HeuristicConfig, ModelConfig, RunConfig, SamplingConfig,
+from .config import (DTYPES, METHODS, ChainConfig, DySpecConfig, HeuristicConfig, ModelConfig, RunConfig, SamplingConfig,
                      SpecDecPPConfig, TreeConfig)
 
 _D = RunConfig()
@@ -67,7 +67,7 @@ def _generate_parser(sub):
     p.add_argument("--top-p", type=float, default=_D.sampling.top_p)
     p.add_argument("--top-k", type=int, default=_D.sampling.top_k)
     p.add_argument("--seed", type=int, default=_D.sampling.seed)
-    p.add_argument("--dtype", choices=("fp32", "bf16"), default=ModelConfig().dtype)
+    p.add_argument("--dtype", choices=DTYPES, default=ModelConfig().dtype)
     p.add_argument("--device", default=ModelConfig().device)
     p.add_argument("--target", default=None, help="local folder, .gguf file or hub id (default: shipped SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default=None, help="local folder or hub id (default: the draft shipped in models/)")
@@ -89,7 +89,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device=a.device),
                      progress=lambda m: print(m, file=sys.stderr))
-    print(f"specviz: loaded {pair.info['target']} + {pair.info['draft']} ({a.dtype}, {pair.info['device']}) "
+    print(f"specviz: loaded {pair.info['target']} + {pair.info['draft']} ({pair.info['dtype']}, {pair.info['device']}) "
           f"in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     encoded = [encode_prompt(pair.tokenizer, p["turns"][0]) for p in prompts]
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

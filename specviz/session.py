@@ -78,8 +78,9 @@ def _hold():
 
 def _pair(cfg: ModelConfig):
     """The loaded pair for `cfg` (one pair kept in memory). Call with `_busy` held."""
+    from .loading import load_pair, resolve_device, resolve_dtype
+    cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device)))   # "auto" == what it picks
     if cfg not in _pairs:
-        from .loading import load_pair
         _pairs.clear()
         _pairs[cfg] = load_pair(cfg, progress=lambda msg: print(msg, flush=True))
     return _pairs[cfg]

@@ -32,14 +32,22 @@ STOP_REASONS = ("threshold", "k_max", "eos", "budget")
 
 
 class AcceptanceHead(nn.Module):
-    """Draft hidden state (..., H) -> 2 logits (..., 2); softmax[..., 1] = predicted acceptance."""
+    """Draft hidden state (..., H) -> 2 logits (..., 2); softmax[..., 1] = predicted acceptance.
 
-    def __init__(self, hidden_size: int, num_layers: int = 3, rng: torch.Generator | None = None):
+    q_feature (beyond the paper): also read log q(Y), the draft's own probability of the candidate
+    being scored, projected into the hidden state before the blocks. The drafter knows q(Y) for free,
+    and on the shipped 1-layer draft q(Y) alone ranks acceptances better (held-out AUC 0.70) than the
+    paper's hidden-state-only head did (0.645).
+    """
+
+    def __init__(self, hidden_size: int, num_layers: int = 3, rng: torch.Generator | None = None,
+                 q_feature: bool = False):
         super().__init__()
         if hidden_size < 1 or num_layers < 0:
             raise ValueError(f"an acceptance head needs hidden_size >= 1 and num_layers >= 0, got {hidden_size}, {num_layers}")
-        self.hidden_size, self.num_layers = hidden_size, num_layers
+        self.hidden_size, self.num_layers, self.q_feature = hidden_size, num_layers, q_feature
         self.blocks = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(num_layers))
+        self.q_in = nn.Linear(1, hidden_size) if q_feature else None
         self.out = nn.Linear(hidden_size, 2)
         self.float()
         if rng is not None:                                  # PyTorch's default bounds, drawn from `rng`
@@ -48,16 +56,21 @@ class AcceptanceHead(nn.Module):
                     bound = hidden_size ** -0.5
                     prm.copy_((torch.rand(prm.shape, generator=rng, device=rng.device) * 2 - 1) * bound)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, q: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (..., H) draft hidden states; q: (...) the draft's probability of each scored candidate."""
         x = x.float()
+        if self.q_in is not None:
+            if q is None:
+                raise ValueError("this acceptance head reads q(Y), the draft probability of the candidate; pass q")
+            x = x + self.q_in(torch.log(torch.as_tensor(q, dtype=torch.float32, device=x.device).clamp_min(1e-6))[..., None])
         for block in self.blocks:
             x = x + nn.functional.silu(block(x))
         return self.out(x)
 
     @torch.inference_mode()
-    def accept_prob(self, x: torch.Tensor) -> torch.Tensor:
+    def accept_prob(self, x: torch.Tensor, q: torch.Tensor | float | None = None) -> torch.Tensor:
         """Predicted P(accepted), shape (...)."""
-        logits = self.forward(x)
+        logits = self.forward(x, q)
         return torch.sigmoid(logits[..., 1] - logits[..., 0])
 
 
@@ -139,7 +152,7 @@ class SpecDecPPDrafter(DraftLMDrafter):
             if dist is not None:
                 props[node] = dist
             n = node + 1
-            a = 1.0 if hidden is None else float(self.head.accept_prob(hidden))   # scores Y_{n-1}
+            a = 1.0 if hidden is None else float(self.head.accept_prob(hidden, qs[-2]))   # scores Y_{n-1}
             cum, reason = stop_rule(n, a, cum, y in self.eos_ids, self.cfg, budget)
             factors.append(a)
             stops.append(1.0 - cum)
@@ -167,7 +180,8 @@ def save_head(head: AcceptanceHead, folder: str | Path, meta: dict) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().float().contiguous() for k, v in head.state_dict().items()}, folder / HEAD_FILE)
-    cfg = {"format": HEAD_FORMAT, "hidden_size": head.hidden_size, "num_layers": head.num_layers, **meta}
+    cfg = {"format": HEAD_FORMAT, "hidden_size": head.hidden_size, "num_layers": head.num_layers,
+           "q_feature": head.q_feature, **meta}
     (folder / HEAD_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
     return folder / HEAD_FILE
 
@@ -181,7 +195,7 @@ def load_head(folder: str | Path) -> tuple[AcceptanceHead, dict]:
     cfg = json.loads((folder / HEAD_CONFIG).read_text())
     if cfg.get("format") != HEAD_FORMAT:
         raise ValueError(f"{folder / HEAD_CONFIG}: unsupported format {cfg.get('format')!r} (expected {HEAD_FORMAT})")
-    head = AcceptanceHead(int(cfg["hidden_size"]), int(cfg["num_layers"]))
+    head = AcceptanceHead(int(cfg["hidden_size"]), int(cfg["num_layers"]), q_feature=bool(cfg.get("q_feature", False)))
     head.load_state_dict(load_file(folder / HEAD_FILE))
     return head.eval(), cfg
 

@@ -186,11 +186,11 @@ def save_acceptance(record: dict, path: Path = ACCEPTANCE_FILE) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m specviz.static_trees`: measure the default pair's acceptance vector and cache it."""
     import argparse
-    from .config import ModelConfig, RunConfig, SamplingConfig
+    from .config import DTYPES, ModelConfig, RunConfig, SamplingConfig
     from .decode import encode_prompt
     from .loading import REPO, load_pair
     ap = argparse.ArgumentParser(prog="python -m specviz.static_trees", description=main.__doc__)
-    ap.add_argument("--dtype", default=ModelConfig.dtype, choices=("bf16", "fp32"))
+    ap.add_argument("--dtype", default=ModelConfig.dtype, choices=DTYPES)
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--prompts", type=int, default=8, help="Spec-Bench prompts (first turn), spread over the file "
                     "at odd offsets (half a stride from the evaluation prompts)")

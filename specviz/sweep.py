@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .config import ChainConfig, ModelConfig, RunConfig, SamplingConfig, SpecDecPPConfig
+from .config import DTYPES, ChainConfig, ModelConfig, RunConfig, SamplingConfig, SpecDecPPConfig
 from .costs import StepCosts, costs_from_rounds, hindsight_k, measure_costs, replay
 from .decode import encode_prompt, iter_rounds
 from .specdecpp import stop_point
@@ -202,7 +202,7 @@ def main(argv=None) -> None:
         a.add_argument("--tokens", type=int, default=64)
         a.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
         a.add_argument("--draft", help="draft folder with its acceptance head (default: models/smollm2-draft)")
-        a.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+        a.add_argument("--dtype", default=ModelConfig().dtype, choices=DTYPES)
         a.add_argument("--seed", type=int, default=0)
         a.add_argument("--out", help="write the full results as JSON here")
     a = ap.parse_args(argv)

@@ -2,6 +2,7 @@
 import json
 
 import pytest
+import torch
 
 from specviz.config import ChainConfig, DySpecConfig, ModelConfig, RunConfig, SamplingConfig, SpecDecPPConfig
 from specviz.decode import encode_prompt, generate
@@ -75,3 +76,11 @@ def test_mismatched_tokenizers_are_refused(tmp_path):
 def test_missing_weights_give_a_clear_message(tmp_path):
     with pytest.raises(FileNotFoundError, match="not found"):
         load_pair(ModelConfig(target=str(tmp_path / "nothing-here"), dtype="fp32", device="cpu"))
+
+
+def test_auto_dtype_is_bf16_only_where_bf16_is_native():
+    from specviz.loading import native_bf16, resolve_dtype
+    cpu = torch.device("cpu")
+    assert resolve_dtype("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")
+    assert resolve_dtype("bf16", cpu) == "bf16" and resolve_dtype("fp32", cpu) == "fp32"
+    assert ModelConfig().dtype == "auto"

@@ -84,6 +84,19 @@ def test_head_shapes_and_independent_blocks(tmp_path):
     assert cfg["num_layers"] == 3 and torch.equal(again.accept_prob(x[0]), p)
 
 
+def test_q_feature_head_needs_q_and_round_trips(tmp_path):
+    head = AcceptanceHead(32, num_layers=2, rng=make_rng(1), q_feature=True)
+    x, q = torch.randn(7, 32), torch.rand(7)
+    with pytest.raises(ValueError, match="q"):
+        head(x)
+    p = head.accept_prob(x, q)
+    assert p.shape == (7,) and not torch.equal(p, head.accept_prob(x, q / 2))      # q is really read
+    assert float(head.accept_prob(x[0], 0.0)) == float(head.accept_prob(x[0], 1e-6))  # log q clamped
+    save_head(head, tmp_path, {"target": "tiny"})
+    again, cfg = load_head(tmp_path)
+    assert cfg["q_feature"] is True and torch.equal(again.accept_prob(x, q), p)
+
+
 def test_missing_head_is_a_clear_error(tiny_pair):
     with pytest.raises(ValueError, match="acceptance head"):
         head_for_pair(tiny_pair("near"))
@@ -92,7 +105,7 @@ def test_missing_head_is_a_clear_error(tiny_pair):
 # -- lossless end to end ---------------------------------------------------------------------------
 
 def drafter(pair, cfg, sampling=SamplingConfig(), seed=0):
-    head = AcceptanceHead(pair.draft.config.hidden_size, 2, rng=make_rng(seed))
+    head = AcceptanceHead(pair.draft.config.hidden_size, 2, rng=make_rng(seed), q_feature=True)
     return SpecDecPPDrafter(pair.draft, sampling, make_rng(seed), head, cfg, pair.eos_ids)
 
 
@@ -224,10 +237,13 @@ def test_training_lowers_the_loss(tiny_pair):
     assert torch.all((data.label >= 0) & (data.label <= 1)) and set(data.greedy.tolist()) <= {0.0, 1.0}
     train, held = split_by_prompt(data, cfg.prompts, 0.25, make_rng(1))
     assert not set(train.prompt.tolist()) & set(held.prompt.tolist())
-    before = evaluate(AcceptanceHead(32, 2, rng=make_rng(0)), train, cfg.reject_weight)["loss"]
-    head, history = train_head(train, held, cfg, make_rng(0), show_progress=False)
+    before = evaluate(AcceptanceHead(32, 2, rng=make_rng(0), q_feature=cfg.q_feature), train, cfg.reject_weight)["loss"]
+    head, history = train_head(train, train, cfg, make_rng(0), show_progress=False)
     after = evaluate(head, train, cfg.reject_weight)["loss"]
     assert len(history) == cfg.epochs and after < before
+    # early stopping: the head returned is the epoch with the least validation loss
+    head, history = train_head(train, held, cfg, make_rng(0), show_progress=False)
+    assert evaluate(head, held, cfg.reject_weight)["loss"] == pytest.approx(min(h["loss"] for h in history), rel=1e-5)
 
 
 def test_choose_threshold_prefers_the_head_when_it_knows():

@@ -57,7 +57,7 @@ def sharp_pair(draft: str, seed: int = 0) -> Pair:
 
 
 TREE_RUNS = {
-    "dyspec-heap": RunConfig(method="dyspec", dyspec=DySpecConfig(budget=8, max_depth=5)),
+    "dyspec-heap": RunConfig(method="dyspec", dyspec=DySpecConfig(budget=8, max_depth=5, level_threshold=0.0)),
     "dyspec-level": RunConfig(method="dyspec", dyspec=DySpecConfig(budget=8, max_depth=5, level_threshold=0.08)),
     "kary": RunConfig(method="kary", tree=TreeConfig(width=2, depth=2)),
     "sequoia": RunConfig(method="sequoia", tree=TreeConfig(budget=8, max_depth=5)),
@@ -98,7 +98,7 @@ def test_static_shapes_greedy(shape):
 
 
 def _drafters(pair, sampling, rng):
-    yield DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=10, max_depth=4))
+    yield DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=10, max_depth=4, level_threshold=0.0))
     yield DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=10, max_depth=4, level_threshold=0.05))
     yield StaticTreeDrafter(pair.draft, sampling, rng, sequoia(8, (0.6, 0.2, 0.1), 4))
 
@@ -140,7 +140,8 @@ def test_level_variant_equals_heap_at_its_size():
         level = DySpecDrafter(pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=200, max_depth=6, level_threshold=t))
         level.begin(PROMPT)
         a = level.propose(PROMPT, 50).tree
-        heap = DySpecDrafter(pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=len(a) - 1, max_depth=6))
+        heap = DySpecDrafter(pair.draft, SamplingConfig(), make_rng(0),
+                             DySpecConfig(budget=len(a) - 1, max_depth=6, level_threshold=0.0))
         heap.begin(PROMPT)
         b = heap.propose(PROMPT, 50).tree
 
@@ -296,7 +297,7 @@ def test_tree_round_is_lossless_end_to_end(variant):
     sampling = SamplingConfig(temperature=1.0)
     run = RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling)
     rng = make_rng(9)
-    drafter = {"heap": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2)),
+    drafter = {"heap": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2, level_threshold=0.0)),
                "sequoia": StaticTreeDrafter(pair.draft, sampling, rng, sequoia(6, (0.5, 0.3, 0.1), 2))}[variant]
     n, counts = 1500, torch.zeros(Vb, Vb)
     for _ in range(n):

@@ -26,7 +26,7 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from ..config import HeadTrainConfig, ModelConfig
+from ..config import DTYPES, HeadTrainConfig, ModelConfig
 from ..specdecpp import AcceptanceHead, file_digest, save_head
 from .head_data import HeadData, build_head_data
 from .prompts import compose
@@ -64,7 +64,7 @@ def unweight(prob: torch.Tensor, w: float) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate(head: AcceptanceHead, data: HeadData, w: float) -> dict:
-    logits = torch.cat([head(f) for f in data.features.split(4096)])
+    logits = torch.cat([head(f, q) for f, q in zip(data.features.split(4096), data.q_draft.split(4096))])
     prob = torch.sigmoid(logits[:, 1] - logits[:, 0])
     y = data.label
     out = {"rows": len(y), "mean_label": float(y.mean()), "loss": float(soft_bce(logits, y, w)),
@@ -77,21 +77,23 @@ def evaluate(head: AcceptanceHead, data: HeadData, w: float) -> dict:
     return out
 
 
-def train_head(train: HeadData, heldout: HeadData, cfg: HeadTrainConfig, rng: torch.Generator,
+def train_head(train: HeadData, val: HeadData, cfg: HeadTrainConfig, rng: torch.Generator,
                show_progress: bool = True) -> tuple[AcceptanceHead, list[dict]]:
-    """AdamW, cosine schedule with 3% warm-up, fixed epochs; held-out metrics after every epoch."""
-    head = AcceptanceHead(train.features.shape[1], cfg.num_layers, rng=rng)
+    """AdamW, cosine schedule with 3% warm-up, up to cfg.epochs; metrics on `val` after every epoch, and
+    the head of the epoch with the least `val` loss is returned (early stopping: the head over-fits the
+    rows of one draft within a few epochs; `val` must be other prompts than the reported held-out set)."""
+    head = AcceptanceHead(train.features.shape[1], cfg.num_layers, rng=rng, q_feature=cfg.q_feature)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
     per_epoch = math.ceil(len(train.label) / cfg.batch)
     total, warm = per_epoch * cfg.epochs, max(1, int(0.03 * per_epoch * cfg.epochs))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warm, 0.5 * (1 + math.cos(math.pi * min(s, total) / total))))
-    history = []
+    history, best = [], (math.inf, None)
     bar = tqdm(total=total, desc="head", unit="step", disable=not show_progress)
     for epoch in range(cfg.epochs):
         head.train()
         for idx in torch.randperm(len(train.label), generator=rng).split(cfg.batch):
-            loss = soft_bce(head(train.features[idx]), train.label[idx], cfg.reject_weight)
+            loss = soft_bce(head(train.features[idx], train.q_draft[idx]), train.label[idx], cfg.reject_weight)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -99,10 +101,13 @@ def train_head(train: HeadData, heldout: HeadData, cfg: HeadTrainConfig, rng: to
             bar.update()
             bar.set_postfix(loss=f"{loss.item():.4f}")
         head.eval()
-        history.append({"epoch": epoch + 1, **evaluate(head, heldout, cfg.reject_weight)})
-        bar.set_postfix(heldout_loss=f"{history[-1]['loss']:.4f}", auc=f"{history[-1]['auc']:.3f}")
+        history.append({"epoch": epoch + 1, **evaluate(head, val, cfg.reject_weight)})
+        bar.set_postfix(val_loss=f"{history[-1]['loss']:.4f}", auc=f"{history[-1]['auc']:.3f}")
+        if history[-1]["loss"] < best[0]:
+            best = (history[-1]["loss"], {k: v.clone() for k, v in head.state_dict().items()})
     bar.close()
-    return head, history
+    head.load_state_dict(best[1])
+    return head.eval(), history
 
 
 def split_by_prompt(data: HeadData, n_prompts: int, fraction: float, rng: torch.Generator) -> tuple[HeadData, HeadData]:
@@ -127,12 +132,14 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m specviz.train head", description="Train the SpecDec++ acceptance head.")
     ap.add_argument("--target", help="target model (default: the offline default)")
     ap.add_argument("--draft", help="draft folder (default: models/smollm2-draft); the head is written beside it")
-    ap.add_argument("--dtype", default="fp32", choices=["bf16", "fp32"],
+    ap.add_argument("--dtype", default="fp32", choices=DTYPES,
                     help="for data generation; fp32 because batched bf16 matmuls have no fast path on AVX2 CPUs")
     for name in ("prompts", "new_tokens", "gen_batch", "epochs", "batch", "num_layers", "seed"):
         ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
     for name in ("greedy_fraction", "mixing_ratio", "reject_weight", "lr", "heldout_fraction"):
         ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name))
+    ap.add_argument("--q-feature", action=argparse.BooleanOptionalAction, default=d.q_feature,
+                    help="also feed log q(Y) to the head (--no-q-feature: the paper's hidden-state-only head)")
     a = ap.parse_args(argv)
     cfg = replace(d, **{k: getattr(a, k) for k in asdict(d)})
     t0 = time.perf_counter()
@@ -150,11 +157,16 @@ def main(argv=None) -> None:
     bar.close()
     data_s = time.perf_counter() - t0
     train, heldout = split_by_prompt(data, len(prompts), cfg.heldout_fraction, rng)
-    print(f"head data: {len(train.label)} train rows, {len(heldout.label)} held-out rows ({data_s:.0f} s)")
-    head, history = train_head(train, heldout, cfg, rng)
-    final = history[-1]
+    fit, val = split_by_prompt(train, len(prompts), cfg.heldout_fraction, rng)   # val: early stopping only
+    print(f"head data: {len(fit.label)} train, {len(val.label)} validation, {len(heldout.label)} held-out rows "
+          f"({data_s:.0f} s)")
+    head, history = train_head(fit, val, cfg, rng)
+    best = min(history, key=lambda h: h["loss"])
+    final = {"epoch": best["epoch"], **evaluate(head, heldout, cfg.reject_weight)}
     meta = {"target": pair.info["target"], "draft": pair.info["draft"], "draft_sha256": digest,
-            "recipe": asdict(cfg), "heldout": final, "train_rows": len(train.label),
+            "recipe": asdict(cfg), "heldout": final, "train_rows": len(fit.label), "val_rows": len(val.label),
+            "val_history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()
+                             if k in ("epoch", "loss", "auc")} for h in history],
             "data_s": round(data_s, 1), "total_s": round(time.perf_counter() - t0, 1)}
     path = save_head(head, folder, meta)
     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in final.items()}, indent=1))
