@@ -287,7 +287,7 @@ class BigramLM:
         return Forward(hidden=logits, logits=logits)
 
 
-@pytest.mark.parametrize("variant", ["heap", "sequoia"])
+@pytest.mark.parametrize("variant", ["heap", "level", "sequoia"])
 def test_tree_round_is_lossless_end_to_end(variant):
     """Joint law of the first two emitted tokens of whole DySpec / Sequoia rounds (drafter + verifier) at T = 1."""
     g = torch.Generator().manual_seed(5)
@@ -298,6 +298,7 @@ def test_tree_round_is_lossless_end_to_end(variant):
     run = RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling)
     rng = make_rng(9)
     drafter = {"heap": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2, level_threshold=0.0)),
+               "level": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2, level_threshold=0.05)),
                "sequoia": StaticTreeDrafter(pair.draft, sampling, rng, sequoia(6, (0.5, 0.3, 0.1), 2))}[variant]
     n, counts = 1500, torch.zeros(Vb, Vb)
     for _ in range(n):
