@@ -77,11 +77,19 @@ class HeuristicConfig:
 
 @dataclass(frozen=True)
 class SpecDecPPConfig:
-    """SpecDec++: stop drafting once the predicted P(at least one rejection) exceeds `threshold` (h)."""
+    """SpecDec++: stop drafting once the predicted P(at least one rejection) exceeds `threshold` (h).
 
-    threshold: float = 0.5
+    Defaults measured for the shipped pair on the 2-core CPU (assets/specdecpp/): `python -m specviz.sweep
+    pick-h` (cost model) and `sweep run` (timed, chat/math/code, T = 0 and 1) both pick h = 0.95, the top
+    of their grids: the head is trained with reject weight 6, so its acceptances sit below the truth and
+    the product crosses small h after one or two candidates. k_max = 6: every k_max in 6..12 ties (the
+    threshold fires first), and 6 bounds a round's verify forward where the measured verify cost is still
+    flat (n <= 7 tokens). k_min = 1: one-token drafts are the best fixed K on half the families here.
+    """
+
+    threshold: float = 0.95
     k_min: int = 1
-    k_max: int = 8
+    k_max: int = 6
 
     def __post_init__(self):
         _check(0 < self.threshold < 1, f"threshold h must lie in (0, 1), got {self.threshold}")

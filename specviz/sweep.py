@@ -139,7 +139,7 @@ def calibration_rounds(pair, prompts: list[list[int]], temperature: float, k_cal
     """Rounds drafted to exactly k_cal candidates (k_min = k_max = k_cal), head factors recorded; EOS-cut ones kept."""
     cfg = SpecDecPPConfig(threshold=0.5, k_min=k_cal, k_max=k_cal)
     out = []
-    for i, ids in enumerate(prompts):
+    for i, ids in enumerate(tqdm(prompts, desc=f"calibration T={temperature:g}", unit="prompt")):
         run = RunConfig(method="specdecpp", max_new_tokens=tokens, specdecpp=cfg,
                         sampling=SamplingConfig(temperature=temperature, seed=seed + i))
         out += [r for r in iter_rounds(pair, ids, run) if r.stop_reason in ("k_max", "eos")]
@@ -205,7 +205,10 @@ def main(argv=None) -> None:
         a.add_argument("--dtype", default=ModelConfig().dtype, choices=DTYPES)
         a.add_argument("--seed", type=int, default=0)
         a.add_argument("--out", help="write the full results as JSON here")
+        a.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     a = ap.parse_args(argv)
+    if a.threads:
+        torch.set_num_threads(a.threads)
     from .loading import load_pair
     pair = load_pair(ModelConfig(draft=a.draft, dtype=a.dtype, device="cpu"))
     if a.cmd == "run":
@@ -215,7 +218,7 @@ def main(argv=None) -> None:
                   "greedy_mismatches": greedy_mismatches(records),
                   "records": [{k: v for k, v in x.items() if k != "output"} for x in records]}
         print(report(result["summary"]))
-        print(f"\nT=0 outputs that differ from autoregressive (bf16 numerics): {len(result['greedy_mismatches'])}")
+        print(f"\nT=0 outputs that differ from autoregressive ({pair.info['dtype']}): {len(result['greedy_mismatches'])}")
     else:
         result = pick_h(pair, a.prompts, a.tokens, a.temperatures, a.k_cal, a.hs, a.k_maxs, d.k_min, a.seed)
         for key, v in result.items():
