@@ -55,7 +55,7 @@ class Setting:
     kind: str                  # "ours" | "hf"
     method: str                # our method name, or the Hugging Face mode
     k: int | None = None
-    value: float | None = None # the knob of a parametrised method spec (tree budget, h, level threshold)
+    knob: tuple | None = None  # (RunConfig field, sub-field, value) set by a parametrised spec, e.g. specdecpp:0.8
 
     @property
     def hf_assisted(self) -> bool:
@@ -91,6 +91,11 @@ def stratified(rows: list[dict], n: int, seed: int) -> list[dict]:
     return [r for _, r in sorted(enumerate(out), key=lambda x: (task_of(str(x[1].get("category", "all"))), x[0]))]
 
 
+# method:X sets one knob: method -> (RunConfig field, sub-field, type)
+SPEC_KNOBS = {"specdecpp": ("specdecpp", "threshold", float), "dyspec": ("dyspec", "budget", int),
+              "sequoia": ("tree", "budget", int), "kary": ("tree", "width", int)}
+
+
 def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list[Setting]:
     """Method specs -> settings. 'chain' expands to cfg.chain_ks; 'ar' is always included (the reference)."""
     if not specs or specs == ["all"]:
@@ -101,7 +106,7 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
         name, _, arg = spec.partition(":")
         try:
             k = int(arg) if arg and name in ("chain", "hf-assist", "hf-heuristic") else None
-            float(arg or 0)
+            x = float(arg) if arg else None
         except ValueError:
             raise ValueError(f"method spec {spec!r}: the part after ':' must be a number") from None
         if name == "chain":
@@ -115,16 +120,17 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
             out.append(Setting(spec, "HF assisted, library defaults (dynamic: K<=20, confidence 0.4)", "hf", "dynamic"))
         elif name == "hf-heuristic":
             out.append(Setting(spec, f"HF assisted, heuristic schedule (start K={k or 5})", "hf", "heuristic", k or 5))
-        elif name == "dyspec-level" and "dyspec" in available:
-            t = float(arg) if arg else RunConfig().dyspec.level_threshold or 0.05
-            out.append(Setting(spec, f"specviz {METHOD_LABELS['dyspec']}, level variant (t={t:g})", "ours", "dyspec", value=t))
-        elif name == "dyspec-heap" and "dyspec" in available:
-            out.append(Setting(spec, f"specviz {METHOD_LABELS['dyspec']}, heap variant", "ours", "dyspec", value=0.0))
+        elif name in ("dyspec-level", "dyspec-heap") and "dyspec" in available:
+            t = 0.0 if name == "dyspec-heap" else x if x is not None else RunConfig().dyspec.level_threshold
+            label = "heap variant" if t == 0 else f"level variant (t={t:g})"
+            out.append(Setting(spec, f"specviz {METHOD_LABELS['dyspec']}, {label}", "ours", "dyspec",
+                               knob=("dyspec", "level_threshold", t)))
         elif name in available and arg:
-            what = {"specdecpp": "h", "dyspec": "budget", "sequoia": "budget", "kary": "width"}.get(name)
-            if what is None:
+            if name not in SPEC_KNOBS:
                 raise ValueError(f"method {name!r} takes no ':' parameter")
-            out.append(Setting(spec, f"specviz {METHOD_LABELS.get(name, name)}, {what}={arg}", "ours", name, value=float(arg)))
+            field, sub, cast = SPEC_KNOBS[name]
+            out.append(Setting(spec, f"specviz {METHOD_LABELS.get(name, name)}, {sub}={arg}", "ours", name,
+                               knob=(field, sub, cast(x))))
         elif name in available:
             out.append(Setting(name, f"specviz {METHOD_LABELS.get(name, name)}", "ours", name))
         else:
@@ -136,23 +142,13 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
 
 
 def method_knobs(s: Setting) -> dict:
-    """RunConfig fields for a parametrised spec (chain:K, specdecpp:h, dyspec:B, dyspec-level:t, ...)."""
-    d = RunConfig()
+    """RunConfig fields for a setting: chain:K, or the one knob a parametrised spec sets."""
     if s.method == "chain":
         return {"chain": ChainConfig(s.k)}
-    if s.value is None:
+    if s.knob is None:
         return {}
-    if s.key.startswith(("dyspec-level", "dyspec-heap")):
-        return {"dyspec": replace(d.dyspec, level_threshold=s.value)}
-    if s.method == "specdecpp":
-        return {"specdecpp": replace(d.specdecpp, threshold=s.value)}
-    if s.method == "dyspec":
-        return {"dyspec": replace(d.dyspec, budget=int(s.value))}
-    if s.method == "sequoia":
-        return {"tree": replace(d.tree, budget=int(s.value))}
-    if s.method == "kary":
-        return {"tree": replace(d.tree, width=int(s.value))}
-    return {}
+    field, sub, value = s.knob
+    return {field: replace(getattr(RunConfig(), field), **{sub: value})}
 
 
 # -- one run -----------------------------------------------------------------------------------

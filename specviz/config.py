@@ -172,9 +172,9 @@ class DySpecConfig:
     `level_threshold` > 0 selects the layer-by-layer variant (one draft forward per depth level,
     slots worth >= the threshold); 0 selects the exact heap variant (Algorithm 1; draft forwards
     batched lazily). Default: the level variant at t = 0.05, chosen by measurement on the 2-core CPU
-    (README benchmark, 13 Spec-Bench prompts, fp32, T = 0: 7.4 tokens/s, tau 1.55, against 6.3 tokens/s,
-    tau 1.51 for the heap variant at the same budget: fewer, wider draft forwards). `draft_temperature` sets the draft probabilities that value the nodes at
-    target temperature 0; at T > 0 the draft is warped like the target.
+    (README benchmark, 13 Spec-Bench prompts, fp32, budget 16): 7.5 vs 6.7 tokens/s for the heap variant
+    at T = 0, 8.3 vs 7.4 at T = 1; fewer, wider draft forwards. `draft_temperature` sets the draft
+    probabilities that value the nodes at target temperature 0; at T > 0 the draft is warped like the target.
     """
 
     budget: int = 16

@@ -85,3 +85,17 @@ def test_audit_reports_position_and_margin(tiny_pair):
     found = audit(pair, p, [7, 8, 9], {"x": [7, 8, 10], "y": [7, 8, 9]})
     assert len(found) == 1 and found[0]["position"] == 2 and found[0]["setting"] == "x"
     assert found[0]["margin"] >= 0 and found[0]["ref_token"] == 9 and found[0]["got_token"] == 10
+
+
+def test_parametrised_method_specs_set_one_knob():
+    from specviz.bench import method_knobs
+    from specviz.methods import BUILDERS
+    got = {s.key: method_knobs(s) for s in parse_settings(
+        ["specdecpp:0.8", "dyspec:24", "dyspec-heap", "sequoia:8", "kary:3", "chain:2"], BenchConfig(), list(BUILDERS))}
+    assert got["specdecpp:0.8"]["specdecpp"].threshold == 0.8
+    assert got["dyspec:24"]["dyspec"].budget == 24 and got["dyspec-heap"]["dyspec"].level_threshold == 0.0
+    assert got["sequoia:8"]["tree"].budget == 8 and got["kary:3"]["tree"].width == 3
+    assert got["chain:2"]["chain"].k == 2 and got["ar"] == {}
+    for bad, needle in (("chain:x", "number"), ("heuristic:3", "no ':' parameter")):
+        with pytest.raises(ValueError, match=needle):
+            parse_settings([bad], BenchConfig(), list(BUILDERS))
