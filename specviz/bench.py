@@ -13,6 +13,7 @@ every method of a suite. This module computes records; `bench_report` renders th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from . import kernels
 from .bench_hf import HFSetting, hf_generate
 from .config import DTYPES, METHOD_LABELS, BenchConfig, ChainConfig, ModelConfig, RunConfig, SamplingConfig
 from .tree import depths
@@ -34,6 +36,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_PROMPTS = ASSETS / "spec_bench_questions.jsonl"
 MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
 OURS_FIXED = ("ar", "chain", "heuristic")
+KERNELS = {"": "", "skinny": "specviz skinny matmul", "stock": "stock matmul"}   # spec suffix @name
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class Setting:
     method: str                # our method name, or the Hugging Face mode
     k: int | None = None
     knob: tuple | None = None  # (RunConfig field, sub-field, value) set by a parametrised spec, e.g. specdecpp:0.8
+    kernels: str = ""          # "skinny" | "stock" linear layers (kernels.py); "" = the default: ours skinny, HF stock
 
     @property
     def hf_assisted(self) -> bool:
@@ -102,7 +106,11 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
         specs = (["ar", "chain", "heuristic"] + [m for m in available if m not in OURS_FIXED]
                  + ["hf", "hf-assist"] + [f"hf-assist:{k}" for k in cfg.hf_ks])
     out: list[Setting] = []
-    for spec in specs:
+    for full in specs:
+        spec, _, kern = full.partition("@")
+        if kern not in KERNELS:
+            raise ValueError(f"method spec {full!r}: the part after '@' must be one of {', '.join(KERNELS)}")
+        n_before = len(out)
         name, _, arg = spec.partition(":")
         try:
             k = int(arg) if arg and name in ("chain", "hf-assist", "hf-heuristic") else None
@@ -136,6 +144,9 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
         else:
             raise ValueError(f"unknown method {spec!r}; available: {', '.join(available)}, chain:K, hf, hf-assist, "
                              "hf-assist:K, hf-heuristic")
+        if kern:
+            out[n_before:] = [replace(s, key=f"{s.key}@{kern}", label=f"{s.label} [{KERNELS[kern]}]", kernels=kern)
+                              for s in out[n_before:]]
     if not any(s.key == "ar" for s in out):
         out.insert(0, Setting("ar", f"specviz {METHOD_LABELS['ar']}", "ours", "ar"))
     return list({s.key: s for s in out}.values())
@@ -154,6 +165,12 @@ def method_knobs(s: Setting) -> dict:
 # -- one run -----------------------------------------------------------------------------------
 def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
     """Decode one prompt with one setting; a record of plain values."""
+    stock = s.kernels == "stock" or (s.kind == "hf" and not s.kernels)
+    with kernels.stock(pair.target.model, pair.draft.model) if stock else contextlib.nullcontext():
+        return _run_one(pair, prompt, s, temperature, max_new_tokens, seed)
+
+
+def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
     if s.kind == "hf":
         r = hf_generate(pair.target.model, list(prompt.ids), max_new_tokens, temperature, seed,
                         HFSetting(s.method, s.k), pair.draft.model)
@@ -272,7 +289,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--temperatures", type=float, nargs="+", default=list(d.temperatures))
     p.add_argument("--methods", nargs="+", default=None,
                    help="ar, chain[:K], heuristic, specdecpp[:h], dyspec[:budget], dyspec-level[:t], dyspec-heap, "
-                        "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all)")
+                        "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all); a suffix "
+                        "@stock or @skinny picks the linear-layer kernels (default: skinny for specviz methods, "
+                        "stock for Hugging Face)")
     p.add_argument("--dtype", nargs="+", choices=DTYPES, default=[ModelConfig().dtype],
                    help="one suite per dtype; every method of a suite uses it")
     p.add_argument("--seed", type=int, default=d.seed)

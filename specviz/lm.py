@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from . import kernels
+
 
 @dataclass
 class Forward:
@@ -34,6 +36,8 @@ class LM:
 
     def __init__(self, model, head_ids: torch.Tensor | None = None, name: str = ""):
         self.model = model.eval()
+        kernels.install(model)             # few-row matmuls as tall-skinny gemms (CPU fp32; see kernels.py)
+        self._linear = kernels.skinny_linear if kernels.wanted(model) else torch.nn.functional.linear
         self.name = name
         self.config = model.config
         self.device = next(model.parameters()).device
@@ -131,7 +135,7 @@ class LM:
         if self.head_ids is None:
             x = self.head(h).float()
         else:
-            sub = torch.nn.functional.linear(h, self.head_weight).float()                     # (n, Vsub)
+            sub = self._linear(h, self.head_weight).float()                     # (n, Vsub)
             x = torch.full((h.shape[0], self.vocab_size), float("-inf"), device=h.device)
             x[:, self.head_ids] = sub
         if self.softcap:

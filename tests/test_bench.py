@@ -99,3 +99,14 @@ def test_parametrised_method_specs_set_one_knob():
     for bad, needle in (("chain:x", "number"), ("heuristic:3", "no ':' parameter")):
         with pytest.raises(ValueError, match=needle):
             parse_settings([bad], BenchConfig(), list(BUILDERS))
+
+
+def test_kernel_suffix_tags_a_setting():
+    from specviz.bench import method_knobs
+    got = {s.key: s for s in parse_settings(["chain:2@stock", "hf-assist@skinny", "dyspec:8@stock"], BenchConfig(),
+                                             ["ar", "chain", "dyspec"])}
+    assert got["chain:2@stock"].kernels == "stock" and got["chain:2@stock"].k == 2
+    assert got["hf-assist@skinny"].kernels == "skinny" and got["hf-assist@skinny"].hf_assisted
+    assert method_knobs(got["dyspec:8@stock"])["dyspec"].budget == 8 and got["ar"].kernels == ""
+    with pytest.raises(ValueError, match="after '@'"):
+        parse_settings(["chain:2@fast"], BenchConfig(), ["ar", "chain"])

@@ -1,0 +1,69 @@
+"""A faster CPU matmul for the few-row linear layers of speculative decoding.
+
+A verify forward runs every linear layer on a handful of rows (2-64 tree tokens). PyTorch's
+`F.linear(x, W)` computes x @ W^T, and on CPU MKL serves that few-row shape with a small-M gemm that
+costs about as much for 2 rows as for 16 and nearly twice a one-row gemv (measured on this project's
+2-core AVX2 machine, SmolLM2-135M fp32, all 30 layers: 1 row 35 ms, 2 rows 62 ms, 16 rows 81 ms).
+The same product taken the other way round, (W @ x^T)^T, lets MKL stream the weight once as a
+tall-skinny gemm: 2 rows 35 ms, 4 rows 31 ms, 16 rows 49 ms. Results agree with `F.linear` to float
+rounding (about 1e-6 relative); every method, the autoregressive baseline included, runs on the
+same kernels, and the benchmark's greedy audit checks the outputs stay identical.
+
+`install(model)` swaps this forward into every `nn.Linear` of a CPU fp32 model (one row keeps
+`F.linear`: it is already the fast gemv); `stock(model)` puts the stock forward back for a while, so
+the Hugging Face baselines run exactly as a user would run them.
+"""
+from __future__ import annotations
+
+import contextlib
+import types
+
+import torch
+import torch.nn.functional as F
+
+
+def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear(x, weight, bias), computed as (weight @ x^T)^T when x has more than one row."""
+    rows = x.numel() // x.shape[-1]
+    if rows <= 1:
+        return F.linear(x, weight, bias)
+    y = torch.mm(weight, x.reshape(rows, x.shape[-1]).t()).t()                 # (rows, out): W streamed once
+    if bias is not None:
+        y = y + bias
+    return y.contiguous().view(*x.shape[:-1], weight.shape[0])
+
+
+def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return skinny_linear(x, self.weight, self.bias)
+
+
+def wanted(model: torch.nn.Module) -> bool:
+    """The swap pays on CPU in fp32 (measured); elsewhere the stock kernels stay."""
+    p = next(model.parameters())
+    return p.device.type == "cpu" and p.dtype == torch.float32
+
+
+def install(model: torch.nn.Module) -> int:
+    """Give every nn.Linear of `model` the skinny forward, where `wanted`; returns how many were swapped."""
+    if not wanted(model):
+        return 0
+    n = 0
+    for mod in model.modules():
+        if type(mod) is torch.nn.Linear:
+            mod.forward = types.MethodType(_forward, mod)
+            n += 1
+    return n
+
+
+@contextlib.contextmanager
+def stock(*models: torch.nn.Module):
+    """Run the block with the stock nn.Linear forward on `models`, then restore what was installed."""
+    swapped = list({id(mod): mod for model in models for mod in model.modules()
+                    if type(mod) is torch.nn.Linear and "forward" in mod.__dict__}.values())
+    for mod in swapped:
+        del mod.forward
+    try:
+        yield
+    finally:
+        for mod in swapped:
+            mod.forward = types.MethodType(_forward, mod)

@@ -1,0 +1,38 @@
+"""The skinny linear kernel: same numbers as F.linear, installed only where it pays, reversible."""
+import torch
+import torch.nn.functional as F
+
+from specviz import kernels
+from specviz.lm import LM
+from specviz.loading import tiny_llama
+
+
+def test_skinny_linear_matches_f_linear_for_every_row_count():
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.randn(48, 20, generator=g), torch.randn(48, generator=g)
+    for shape in [(1, 20), (2, 20), (7, 20), (1, 3, 20), (2, 5, 20), (20,)]:
+        x = torch.randn(*shape, generator=g)
+        for bias in (None, b):
+            got, want = kernels.skinny_linear(x, w, bias), F.linear(x, w, bias)
+            assert got.shape == want.shape and got.is_contiguous()
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_install_is_cpu_fp32_only_and_stock_restores_it():
+    model = tiny_llama()
+    lin = [m for m in model.modules() if type(m) is torch.nn.Linear]
+    assert kernels.install(model) == len(lin) > 0 and all("forward" in m.__dict__ for m in lin)
+    with kernels.stock(model, model):                       # the same model twice (a self-draft pair) is fine
+        assert not any("forward" in m.__dict__ for m in lin)
+    assert all("forward" in m.__dict__ for m in lin)
+    assert kernels.install(tiny_llama(dtype=torch.bfloat16)) == 0
+
+
+def test_lm_forward_agrees_with_stock_kernels():
+    lm = LM(tiny_llama(vocab=64, layers=2, hidden=32))
+    ids = list(range(3, 20))
+    a = lm.forward(ids).logits
+    lm.reset()
+    with kernels.stock(lm.model):
+        b = lm.forward(ids).logits
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
