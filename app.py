@@ -24,6 +24,9 @@ from specviz import session
 from specviz.config import DTYPES, METHOD_LABELS, METHODS, ModelConfig, RunConfig
 from specviz.metrics import speedup, summarize
 from specviz.viz import SPAN_COLORS, placeholder, span_rounds, summary_cards, token_spans
+from specviz.budget import load_curves
+from specviz.loading import resolve_device, resolve_dtype
+from specviz.viz_budget import budget_figure
 from specviz.viz_run import histogram_figure, position_figure, race_figure, speedup_figure
 from specviz.viz_tree import showcase_round, stop_figure, tree_figure
 
@@ -207,6 +210,9 @@ def build_ui() -> gr.Blocks:
                                                       value=[m for m in ("ar", "chain", "heuristic") if m in available])
                             race_btn = gr.Button("Race", variant="primary", scale=1)
                         race_plot = gr.Plot(race_figure([]), show_label=False, elem_id="sv-race")
+                    with gr.Tab("Hardware"):
+                        local = resolve_dtype(MODEL.dtype, resolve_device(MODEL.device))
+                        gr.Plot(budget_figure(load_curves(), local), show_label=False, elem_id="sv-budget")
 
         views = [st_trace, st_base, status, cards, spans, round_slider, tree_plot, stop_plot, speed_plot, pos_plot,
                  hist_plot, download]

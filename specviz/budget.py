@@ -6,7 +6,8 @@ forward on top of a realistic context; for a budget of m drafted nodes a round c
 t_target(m + 1) + (draft forwards) * t_draft and yields G(m) tokens in expectation, so the best budget is
 argmax_m G(m) / cost(m). `python -m specviz.budget` measures the pair's curves and stores them in
 assets/verify_curve.json, one record per dtype with the machine it was measured on, for the dashboard
-to draw (`load_curves`).
+to draw (`load_curves`), together with the budget `pick_tree_budget` chooses from the pair's measured
+positional acceptance vector at T = 0 and T = 1 (the source of the DySpec and Sequoia default budgets).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import torch
 from .lm import LM
 
 CURVE_FILE = Path(__file__).resolve().parent.parent / "assets" / "verify_curve.json"
-SIZES = (1, 2, 4, 8, 16, 32, 64)
+SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
 
 
 def machine_info() -> dict:
@@ -103,6 +104,41 @@ def pick_budget(curve: dict, expected_tokens: Callable[[int], float], budgets: S
     return BudgetChoice(best[0], best[3], tuple(rows))
 
 
+def level_draft_ms(parents: Sequence[int], draft_curve: dict) -> float:
+    """Draft time to grow a tree level by level: one draft forward per depth over that depth's parents."""
+    from .tree import children, depths
+    kids, dep = children(parents), depths(parents)
+    per_level: dict[int, int] = {}
+    for u, ks in enumerate(kids):
+        if ks:
+            per_level[dep[u]] = per_level.get(dep[u], 0) + 1
+    return sum(interpolate(draft_curve, n) for n in per_level.values())
+
+
+def pick_tree_budget(record: dict, P: Sequence[float], max_depth: int, budgets: Sequence[int] = range(1, 65)) -> BudgetChoice:
+    """The budget that maximises expected tokens/s for Sequoia's tree from the acceptance vector P, with this
+    machine's measured target and draft curves (`record`); the same number serves DySpec, whose tree is grown
+    from the same per-rank acceptances at run time."""
+    from .static_trees import expected_tokens, sequoia
+    trees = {m: sequoia(m, P, max_depth) for m in budgets}
+    return pick_budget(record["target"], lambda m: expected_tokens(trees[m], P), budgets,
+                       lambda m: level_draft_ms(trees[m], record["draft"]))
+
+
+def picks(record: dict, info: dict, max_depth: int) -> dict:
+    """Best budget per temperature with a measured acceptance vector for this pair (assets/acceptance.json)."""
+    from .static_trees import ACCEPTANCE_FILE, acceptance_key
+    table = json.loads(ACCEPTANCE_FILE.read_text()) if ACCEPTANCE_FILE.exists() else {}
+    out = {}
+    for t in (0.0, 1.0):
+        row = table.get(acceptance_key(info, t))
+        if row:
+            c = pick_tree_budget(record, row["vector"], max_depth)
+            out[f"T={t:g}"] = {"budget": c.budget, "tokens_per_s": c.tokens_per_s, "acceptance": row["vector"],
+                               "table": [list(r) for r in c.table]}
+    return out
+
+
 def load_curves(path: Path = CURVE_FILE) -> dict[str, dict]:
     """Stored measurements by dtype: {dtype: {"target": curve, "draft": curve, "machine": ..., ...}}."""
     return json.loads(path.read_text()) if path.exists() else {}
@@ -110,7 +146,7 @@ def load_curves(path: Path = CURVE_FILE) -> dict[str, dict]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     import argparse
-    from .config import DTYPES, ModelConfig
+    from .config import DTYPES, ModelConfig, TreeConfig
     from .loading import REPO, load_pair
     ap = argparse.ArgumentParser(prog="python -m specviz.budget", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtype", default=ModelConfig.dtype, choices=DTYPES)
@@ -132,8 +168,14 @@ def main(argv: Sequence[str] | None = None) -> None:
               "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
               "target": measure_curve(pair.target, context, repeats=a.repeats, clock=a.clock),
               "draft": measure_curve(pair.draft, context, repeats=a.repeats, clock=a.clock)}
+    record["picks"] = picks(record, pair.info, TreeConfig().max_depth)
     a.out.write_text(json.dumps({**load_curves(a.out), dtype: record}, indent=1) + "\n")
-    print(json.dumps(record))
+    print(f"{dtype}: target ms by tree tokens n", dict(zip(record["target"]["n"], record["target"]["ms"])))
+    print(f"{dtype}: draft ms by n", dict(zip(record["draft"]["n"], record["draft"]["ms"])))
+    for t, p in record["picks"].items():
+        top = sorted(p["table"], key=lambda r: -r[3])[:5]
+        print(f"{t}: best tree budget {p['budget']} ({p['tokens_per_s']:.1f} expected tokens/s); top five "
+              + ", ".join(f"{m}: {tps:.1f}" for m, _, _, tps in top))
 
 
 if __name__ == "__main__":

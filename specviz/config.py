@@ -252,7 +252,8 @@ class ModelConfig:
     dtype "auto" is bf16 where the hardware multiplies bf16 natively (CUDA; CPUs with avx512_bf16 or
     amx_bf16) and fp32 elsewhere. Measured on the AVX2-only development CPU (assets/verify_curve.json):
     bf16 is emulated there, so a target forward over n tree tokens grows linearly with n (72 ms at n = 1,
-    541 ms at n = 16) while fp32 stays nearly flat (92 ms, 223 ms): bf16 would price trees out.
+    541 ms at n = 16) while fp32 with specviz's skinny matmul (kernels.py) stays nearly flat (68 ms at
+    n = 1, 86 ms at n = 4, 125 ms at n = 16): bf16 would price trees out.
     """
 
     target: str | None = None

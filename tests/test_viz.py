@@ -162,7 +162,7 @@ def test_shipped_traces_draw(tmp_path):
 
 
 def test_viz_imports_no_torch_transformers_or_gradio_and_session_no_gradio():
-    code = ("import sys; import specviz.viz, specviz.viz_tree, specviz.viz_run, specviz.metrics; "
+    code = ("import sys; import specviz.viz, specviz.viz_tree, specviz.viz_run, specviz.viz_budget, specviz.metrics; "
             "bad = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
