@@ -173,12 +173,16 @@ class DySpecConfig:
     `level_threshold` > 0 selects the layer-by-layer variant (one draft forward per depth level,
     slots worth >= the threshold); 0 selects the exact heap variant (Algorithm 1; draft forwards
     batched lazily). Default: the level variant at t = 0.05, chosen by measurement on the 2-core CPU
-    (README benchmark, 13 Spec-Bench prompts, fp32, budget 16): 7.5 vs 6.7 tokens/s for the heap variant
-    at T = 0, 8.3 vs 7.4 at T = 1; fewer, wider draft forwards. `draft_temperature` sets the draft
-    probabilities that value the nodes at target temperature 0; at T > 0 the draft is warped like the target.
+    (13 Spec-Bench prompts, fp32, budget 16): 7.5 vs 6.7 tokens/s for the heap variant at T = 0, 8.3 vs
+    7.4 at T = 1; fewer, wider draft forwards. Budget 4, by measurement with the skinny fp32 kernels
+    (README benchmark, 12 prompts): 10.5 / 8.6 / 7.6 tokens/s at budgets 4 / 8 / 16 at T = 0, 11.1 / 9.0 /
+    7.8 at T = 1; `python -m specviz.budget` (this machine's verify curve and the pair's acceptance vector)
+    picks 1-3 for the shipped draft, so a better-accepted draft will want a larger one. `draft_temperature`
+    sets the draft probabilities that value the nodes at target temperature 0; at T > 0 the draft is
+    warped like the target.
     """
 
-    budget: int = 16
+    budget: int = 4
     level_threshold: float = 0.05
     max_depth: int = 8
     draft_temperature: float = 0.6
@@ -198,11 +202,12 @@ SEQUOIA_FALLBACK_ACCEPTANCE = (0.55, 0.12, 0.05, 0.03, 0.02, 0.015, 0.01, 0.01)
 class TreeConfig:
     """Static trees. `kary`: `width` children per node down to `depth`; `sequoia`: DP tree of `budget` drafted
     nodes (root excluded) and depth <= `max_depth`, from the pair's measured positional acceptance vector
-    (SEQUOIA_FALLBACK_ACCEPTANCE until one is measured)."""
+    (SEQUOIA_FALLBACK_ACCEPTANCE until one is measured). Budget 4 as for DySpec, by measurement (README
+    benchmark, fp32, T = 0 / 1: 10.4 / 9.9 tokens/s at budget 4 against 7.4 / 7.7 at 16)."""
 
     width: int = 2
     depth: int = 3
-    budget: int = 16
+    budget: int = 4
     max_depth: int = 8
 
     def __post_init__(self):
