@@ -27,22 +27,28 @@ from .sampling import warp
 from .trace import DraftTree
 
 
-def draw_order(D: torch.Tensor, k: int, rng: torch.Generator, greedy: bool) -> tuple[list[list[int]], list[list[float]]]:
+def draw_order(D: torch.Tensor, k: int, rng: torch.Generator, greedy: bool,
+               cols: torch.Tensor | None = None) -> tuple[list[list[int]], list[list[float]]]:
     """The first k draws without replacement from each row of D (n, V), in drawing order, with their D.
 
     Greedy: the k most probable tokens. Otherwise exponential keys: token x gets log D[x] - log E[x] with
     E ~ Exp(1), and the descending order of the keys is distributed exactly as drawing one token at a time
     from what is left, renormalised (Efraimidis-Spirakis; Gumbel top-k). One vectorised step per node
     instead of one pass over the vocabulary per draw; rows stop early where D's support runs out.
+    `cols` (sorted ids), when given, must hold D's whole support (a reduced-vocabulary draft's head):
+    keys are drawn over those columns only, which is the same distribution at a fraction of the cost.
     """
-    k = min(k, D.shape[-1])
-    keys = D.log()                                                                    # (n, V)
+    Dc = D if cols is None else D.index_select(-1, cols)                             # (n, C)
+    k = min(k, Dc.shape[-1])
+    keys = Dc.log()
     if not greedy:
-        e = torch.empty_like(D).exponential_(generator=rng).clamp_(min=1e-30)
+        e = torch.empty_like(Dc).exponential_(generator=rng).clamp_(min=1e-30)
         keys = keys - e.log()
     idx = torch.topk(keys, k, dim=-1).indices                                         # (n, k)
-    probs = D.gather(-1, idx)                                                         # (n, k)
-    support = (D > 0).sum(-1).tolist()
+    probs = Dc.gather(-1, idx)                                                        # (n, k)
+    support = (Dc > 0).sum(-1).tolist()
+    if cols is not None:
+        idx = cols[idx]
     return ([row[:m] for row, m in zip(idx.tolist(), support)],
             [row[:m] for row, m in zip(probs.tolist(), support)])
 
@@ -118,7 +124,7 @@ class TreeDrafter(DraftLMDrafter):
     def _set_dists(self, nodes: list[int], logits: torch.Tensor) -> None:
         t = self.value_temperature if self.sampling.greedy else None
         D = warp(logits, self.sampling, temperature=t)                                # (n, V)
-        toks, probs = draw_order(D, self.max_children, self.rng, self.sampling.greedy)
+        toks, probs = draw_order(D, self.max_children, self.rng, self.sampling.greedy, self.lm.head_ids)
         for i, u in enumerate(nodes):
             self.D[u] = D[i]
             self.order[u] = (toks[i], probs[i])

@@ -267,6 +267,7 @@ class BigramLM:
 
     def __init__(self, table: torch.Tensor):
         self.table, self.vocab_size, self.device = table, table.shape[0], torch.device("cpu")
+        self.head_ids = None                                       # full vocabulary, like an LM without a reduced head
         self.model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=[]))
         self.tokens: list[int] = []
 
@@ -330,5 +331,14 @@ def test_draw_order():
     for _ in range(2000):
         toks, _ = draw_order(D, 5, rng, greedy=False)
         assert sorted(toks[0]) == [1, 3, 4] and sorted(toks[1]) == [0, 1, 2, 3]     # support only, no repeats
+        firsts[toks[0][0]] += 1
+    assert chisquare(firsts[[1, 3, 4]].numpy(), (2000 * D[0, [1, 3, 4]]).numpy()).pvalue > 1e-3
+    cols = torch.tensor([1, 3, 4])                                  # a head that holds row 0's support
+    toks, probs = draw_order(D[:1], 4, make_rng(0), greedy=True, cols=cols)
+    assert toks == [[1, 4, 3]] and probs[0] == pytest.approx([0.5, 0.3, 0.2])
+    firsts = torch.zeros(5)
+    for _ in range(2000):
+        toks, _ = draw_order(D[:1], 3, rng, greedy=False, cols=cols)
+        assert sorted(toks[0]) == [1, 3, 4]
         firsts[toks[0][0]] += 1
     assert chisquare(firsts[[1, 3, 4]].numpy(), (2000 * D[0, [1, 3, 4]]).numpy()).pvalue > 1e-3
