@@ -28,18 +28,20 @@ def budget_figure(curves: dict[str, dict], dtype: str | None = None) -> go.Figur
                                  line=dict(color=COLORS[who]),
                                  hovertemplate=f"{who}: %{{x}} tokens in %{{y:.1f}} ms<extra></extra>"), row=1, col=1)
     ar = 1e3 / rec["target"]["ms"][0]
-    for t, p in rec.get("picks", {}).items():
+    for i, (t, p) in enumerate(rec.get("picks", {}).items()):
         m, _, _, tps = zip(*p["table"])
         fig.add_trace(go.Scatter(x=m, y=tps, mode="lines", name=f"tree, {t}", line=dict(color=COLORS.get(t, "#64748b")),
                                  hovertemplate=f"{t}: budget %{{x}}: %{{y:.1f}} tokens/s<extra></extra>"), row=1, col=2)
         fig.add_trace(go.Scatter(x=[p["budget"]], y=[p["tokens_per_s"]], mode="markers+text", showlegend=False,
-                                 marker=dict(size=11, color=COLORS.get(t, "#64748b")), text=[f"best: {p['budget']}"],
-                                 textposition="top center", hoverinfo="skip"), row=1, col=2)
+                                 marker=dict(size=11, color=COLORS.get(t, "#64748b")), text=[f"best at {t}: {p['budget']}"],
+                                 textposition=("top right", "bottom right")[i % 2], hoverinfo="skip"), row=1, col=2)
     fig.add_hline(y=ar, line=dict(color="#94a3b8", dash="dot"), row=1, col=2,
                   annotation_text=f"autoregressive {ar:.1f}", annotation_position="bottom right")
     fig.update_xaxes(type="log", title_text="tokens in one forward", gridcolor=GRID, row=1, col=1)
     fig.update_xaxes(title_text="drafted nodes (budget)", gridcolor=GRID, row=1, col=2)
     fig.update_yaxes(rangemode="tozero", gridcolor=GRID)
+    top = max([ar] + [r[3] for p in rec.get("picks", {}).values() for r in p["table"]])
+    fig.update_yaxes(range=[0, 1.3 * top], row=1, col=2)                      # room for the labels
     m = rec.get("machine", {})
     sub = (f"{rec.get('dtype')}, {m.get('cpu') or m.get('gpu') or m.get('processor', '')}, "
            f"{m.get('torch_threads', '?')} threads, {rec.get('context')} tokens of context; "
