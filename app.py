@@ -21,11 +21,11 @@ from pathlib import Path
 import gradio as gr
 
 from specviz import session
+from specviz.budget import load_curves
 from specviz.config import DTYPES, METHOD_LABELS, METHODS, ModelConfig, RunConfig
+from specviz.loading import resolve_device, resolve_dtype
 from specviz.metrics import speedup, summarize
 from specviz.viz import SPAN_COLORS, placeholder, span_rounds, summary_cards, token_spans
-from specviz.budget import load_curves
-from specviz.loading import resolve_device, resolve_dtype
 from specviz.viz_budget import budget_figure
 from specviz.viz_run import histogram_figure, position_figure, race_figure, speedup_figure
 from specviz.viz_tree import showcase_round, stop_figure, tree_figure

@@ -22,6 +22,8 @@ from pathlib import Path
 import torch
 
 from .lm import LM
+from .static_trees import ACCEPTANCE_FILE, acceptance_key, expected_tokens, sequoia
+from .tree import children, depths
 
 CURVE_FILE = Path(__file__).resolve().parent.parent / "assets" / "verify_curve.json"
 SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
@@ -106,7 +108,6 @@ def pick_budget(curve: dict, expected_tokens: Callable[[int], float], budgets: S
 
 def level_draft_ms(parents: Sequence[int], draft_curve: dict) -> float:
     """Draft time to grow a tree level by level: one draft forward per depth over that depth's parents."""
-    from .tree import children, depths
     kids, dep = children(parents), depths(parents)
     per_level: dict[int, int] = {}
     for u, ks in enumerate(kids):
@@ -119,7 +120,6 @@ def pick_tree_budget(record: dict, P: Sequence[float], max_depth: int, budgets: 
     """The budget that maximises expected tokens/s for Sequoia's tree from the acceptance vector P, with this
     machine's measured target and draft curves (`record`); the same number serves DySpec, whose tree is grown
     from the same per-rank acceptances at run time."""
-    from .static_trees import expected_tokens, sequoia
     trees = {m: sequoia(m, P, max_depth) for m in budgets}
     return pick_budget(record["target"], lambda m: expected_tokens(trees[m], P), budgets,
                        lambda m: level_draft_ms(trees[m], record["draft"]))
@@ -127,7 +127,6 @@ def pick_tree_budget(record: dict, P: Sequence[float], max_depth: int, budgets: 
 
 def picks(record: dict, info: dict, max_depth: int) -> dict:
     """Best budget per temperature with a measured acceptance vector for this pair (assets/acceptance.json)."""
-    from .static_trees import ACCEPTANCE_FILE, acceptance_key
     table = json.loads(ACCEPTANCE_FILE.read_text()) if ACCEPTANCE_FILE.exists() else {}
     out = {}
     for t in (0.0, 1.0):

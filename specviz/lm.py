@@ -36,8 +36,8 @@ class LM:
 
     def __init__(self, model, head_ids: torch.Tensor | None = None, name: str = ""):
         self.model = model.eval()
-        kernels.install(model)             # few-row matmuls as tall-skinny gemms (CPU fp32; see kernels.py)
-        self._linear = kernels.skinny_linear if kernels.wanted(model) else torch.nn.functional.linear
+        skinny = kernels.install(model) > 0    # few-row matmuls as tall-skinny gemms (CPU fp32; see kernels.py)
+        self._linear = kernels.skinny_linear if skinny else torch.nn.functional.linear
         self.name = name
         self.config = model.config
         self.device = next(model.parameters()).device
