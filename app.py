@@ -22,7 +22,7 @@ import gradio as gr
 
 from specviz import session
 from specviz.budget import load_curves
-from specviz.config import DTYPES, METHOD_LABELS, METHODS, ModelConfig, RunConfig
+from specviz.config import DRAFTERS, DTYPES, METHOD_LABELS, METHODS, ModelConfig, RunConfig
 from specviz.loading import resolve_device, resolve_dtype
 from specviz.metrics import speedup, summarize
 from specviz.viz import SPAN_COLORS, placeholder, span_rounds, summary_cards, token_spans
@@ -88,11 +88,13 @@ def _number(x, name: str) -> float:
     return float(x)
 
 
-def make_run(method, k, h, budget, width, depth, start_k, temperature, top_p, max_new, seed) -> RunConfig:
+def make_run(method, k, h, budget, width, depth, start_k, temperature, top_p, max_new, seed,
+             drafter=RUN.drafter) -> RunConfig:
     """Widget values -> a validated RunConfig; ValueError (shown as gr.Error) on anything out of range."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
     return RunConfig(
+        drafter=drafter,
         method=method, max_new_tokens=_whole(max_new, "max new tokens"),
         sampling=replace(RUN.sampling, temperature=_number(temperature, "temperature"), top_p=_number(top_p, "top-p"),
                          seed=_whole(seed, "seed")),
@@ -175,6 +177,9 @@ def build_ui() -> gr.Blocks:
                     target = gr.Textbox(label="target (local folder or hub id; overrides the pair)",
                                         visible=not session.public())
                     draft = gr.Textbox(label="draft (local folder or hub id)", visible=not session.public())
+                    drafter = gr.Radio(list(DRAFTERS), value=RUN.drafter,
+                                       label="drafter: EAGLE (reads the target's features), the standalone draft "
+                                             "model, or auto (EAGLE where the pair has one)")
                 with gr.Accordion("Trace files", open=False):
                     recorded_dd = gr.Dropdown(list(recorded), value=next(iter(recorded), None),
                                               label="recorded traces (no model needed)")
@@ -241,10 +246,10 @@ def build_ui() -> gr.Blocks:
             return [gr.update(visible=name in KNOBS.get(m, ())) for name in knob]
 
         def on_run(prompt_, method_, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_, pair_,
-                   dtype_, target_, draft_, compare_):
+                   dtype_, target_, draft_, drafter_, compare_):
             try:
                 text = make_prompt(prompt_)
-                run = make_run(method_, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_)
+                run = make_run(method_, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_, drafter_)
                 model = session.model_config(pair_, dtype_, target_, draft_)
                 session.check_method(method_)
                 yield {status: f"Running **{_label(method_)}** … (the first round includes the prompt's prefill)"}
@@ -300,14 +305,15 @@ def build_ui() -> gr.Blocks:
                                        "Press Run to decode it live.", paths[name])
 
         def on_race(prompt_, methods, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_, pair_,
-                    dtype_, target_, draft_):
+                    dtype_, target_, draft_, drafter_):
             try:
                 text = make_prompt(prompt_)
                 if not isinstance(methods, list) or not 2 <= len(methods) <= 4:
                     raise ValueError("pick 2 to 4 methods to race")
                 for m in methods:
                     session.check_method(m)
-                runs = [make_run(m, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_) for m in methods]
+                runs = [make_run(m, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_, drafter_)
+                        for m in methods]
                 model = session.model_config(pair_, dtype_, target_, draft_)
                 for done in session.race(text, runs, model):
                     yield race_figure(done)
@@ -315,7 +321,7 @@ def build_ui() -> gr.Blocks:
                 raise gr.Error(str(e)) from None
 
         knobs_in = [knob[n] for n in ("k", "h", "budget", "width", "depth", "start_k")]
-        settings = [*knobs_in, temperature, top_p, max_new, seed, pair, dtype, target, draft]
+        settings = [*knobs_in, temperature, top_p, max_new, seed, pair, dtype, target, draft, drafter]
         method.change(on_method, method, list(knob.values()), api_visibility="private")
         run_ev = run_btn.click(on_run, [prompt, method, *settings, compare], views, api_name="run",
                                concurrency_id="model", concurrency_limit=1)

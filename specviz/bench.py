@@ -37,6 +37,7 @@ DEFAULT_PROMPTS = ASSETS / "spec_bench_questions.jsonl"
 MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
 OURS_FIXED = ("ar", "chain", "heuristic")
 KERNELS = {"": "", "skinny": "specviz skinny matmul", "stock": "stock matmul"}   # spec suffix @name
+DRAFTER_LABELS = {"eagle": "EAGLE drafter", "model": "standalone draft"}           # spec suffix +name
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Setting:
     k: int | None = None
     knob: tuple | None = None  # (RunConfig field, sub-field, value) set by a parametrised spec, e.g. specdecpp:0.8
     kernels: str = ""          # "skinny" | "stock" linear layers (kernels.py); "" = the default: ours skinny, HF stock
+    drafter: str = "auto"      # RunConfig.drafter: spec suffix +eagle / +model (HF always uses the standalone draft)
 
     @property
     def hf_assisted(self) -> bool:
@@ -110,6 +112,9 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
         spec, _, kern = full.partition("@")
         if kern not in KERNELS:
             raise ValueError(f"method spec {full!r}: the part after '@' must be one of {', '.join(KERNELS)}")
+        spec, _, drafter = spec.partition("+")
+        if drafter and drafter not in DRAFTER_LABELS:
+            raise ValueError(f"method spec {full!r}: the part after '+' must be one of {', '.join(DRAFTER_LABELS)}")
         n_before = len(out)
         name, _, arg = spec.partition(":")
         try:
@@ -144,6 +149,11 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
         else:
             raise ValueError(f"unknown method {spec!r}; available: {', '.join(available)}, chain:K, hf, hf-assist, "
                              "hf-assist:K, hf-heuristic")
+        if drafter:
+            if any(s.kind == "hf" for s in out[n_before:]):
+                raise ValueError(f"method spec {full!r}: Hugging Face settings always use the standalone draft")
+            out[n_before:] = [replace(s, key=f"{s.key}+{drafter}", label=f"{s.label} ({DRAFTER_LABELS[drafter]})",
+                                      drafter=drafter) for s in out[n_before:]]
         if kern:
             out[n_before:] = [replace(s, key=f"{s.key}@{kern}", label=f"{s.label} [{KERNELS[kern]}]", kernels=kern)
                               for s in out[n_before:]]
@@ -166,7 +176,7 @@ def method_knobs(s: Setting) -> dict:
 def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
     """Decode one prompt with one setting; a record of plain values."""
     stock = s.kernels == "stock" or (s.kind == "hf" and not s.kernels)
-    with kernels.stock(pair.target.model, pair.draft.model) if stock else contextlib.nullcontext():
+    with kernels.stock(*(lm.model for lm in pair.lms)) if stock else contextlib.nullcontext():
         return _run_one(pair, prompt, s, temperature, max_new_tokens, seed)
 
 
@@ -182,14 +192,14 @@ def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_token
                     accepted=[n - 1 for n in r.rounds], depth=depth)
     from .decode import iter_rounds
     run = RunConfig(method=s.method, max_new_tokens=max_new_tokens,
-                    sampling=SamplingConfig(temperature=temperature, seed=seed), **method_knobs(s))
-    f0 = pair.target.forward_ms + pair.draft.forward_ms
+                    sampling=SamplingConfig(temperature=temperature, seed=seed), drafter=s.drafter, **method_knobs(s))
+    f0 = sum(lm.forward_ms for lm in pair.lms)
     t0 = time.perf_counter()
     rounds = list(iter_rounds(pair, list(prompt.ids), run))
     ms = (time.perf_counter() - t0) * 1e3
     out = [t for r in rounds for t in r.emitted]
     return dict(output_ids=out, tokens=len(out), total_ms=ms, rounds=len(rounds),
-                forward_ms=pair.target.forward_ms + pair.draft.forward_ms - f0,
+                forward_ms=sum(lm.forward_ms for lm in pair.lms) - f0,
                 accepted=[r.n_accepted for r in rounds], depth=[max(depths(r.tree.parents)) for r in rounds],
                 draft_ms=sum(r.draft_ms for r in rounds), verify_ms=sum(r.verify_ms for r in rounds),
                 overhead_ms=sum(r.overhead_ms for r in rounds), draft_forwards=sum(r.draft_forwards for r in rounds))
@@ -253,6 +263,7 @@ def run_suite(pair, prompts: list[Prompt], settings: list[Setting], cfg: BenchCo
                 mismatches += audit(pair, p, outs["ar"], {k: v for k, v in outs.items() if k != "ar"})
     bar.close()
     models = {**pair.info, "draft_is_target": pair.draft.model is pair.target.model,
+              "eagle_head_ours": None if pair.eagle is None or pair.eagle.head_ids is None else int(pair.eagle.head_ids.numel()),
               "draft_head_ours": None if pair.draft.head_ids is None else int(pair.draft.head_ids.numel())}
     return {"dtype": pair.info.get("dtype"), "models": models, "settings": [asdict(s) for s in settings],
             "skipped": skipped, "prompts": [{"qid": p.qid, "category": p.category, "task": p.task, "n_ids": len(p.ids)}
@@ -291,13 +302,15 @@ def parser() -> argparse.ArgumentParser:
                    help="ar, chain[:K], heuristic, specdecpp[:h], dyspec[:budget], dyspec-level[:t], dyspec-heap, "
                         "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all); a suffix "
                         "@stock or @skinny picks the linear-layer kernels (default: skinny for specviz methods, "
-                        "stock for Hugging Face)")
+                        "stock for Hugging Face), and +eagle or +model the drafter (default: EAGLE where the pair "
+                        "has one; Hugging Face always runs the standalone draft)")
     p.add_argument("--dtype", nargs="+", choices=DTYPES, default=[ModelConfig().dtype],
                    help="one suite per dtype; every method of a suite uses it")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--warmup-tokens", type=int, default=d.warmup_tokens)
     p.add_argument("--target", default=None)
     p.add_argument("--draft", default=None)
+    p.add_argument("--eagle", default=None, help="EAGLE drafter folder ('none' = off; default: the shipped one)")
     p.add_argument("--device", default=ModelConfig().device)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--out", default=None, help="write every figure (per prompt and aggregated) to this JSON file")
@@ -329,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
               "command": " ".join(["python -m specviz bench", *map(shlex.quote, argv)]),
               "methods": [s.key for s in settings], "dtypes": a.dtype}, "suites": {}}
     for dtype in a.dtype:
-        pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=dtype, device=a.device),
+        pair = load_pair(ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=dtype, device=a.device),
                          progress=lambda m: print(m, file=sys.stderr))
         prompts = [Prompt(str(r.get("question_id", i)), str(r.get("category", "all")),
                           tuple(encode_prompt(pair.tokenizer, r["turns"][0])), r["turns"][0])

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import (DTYPES, METHODS, ChainConfig, DySpecConfig, HeuristicConfig, ModelConfig, RunConfig, SamplingConfig,
+from .config import (DRAFTERS, DTYPES, METHODS, ChainConfig, DySpecConfig, HeuristicConfig, ModelConfig, RunConfig, SamplingConfig,
                      SpecDecPPConfig, TreeConfig)
 
 _D = RunConfig()
@@ -46,7 +46,8 @@ def run_config(a: argparse.Namespace) -> RunConfig:
                                   k_min=_D.specdecpp.k_min, k_max=a.k_max or _D.specdecpp.k_max),
         dyspec=DySpecConfig(**{**_D.dyspec.__dict__, **({"budget": a.budget} if a.budget else {})}),
         tree=TreeConfig(**{**_D.tree.__dict__, **({"budget": a.budget} if a.budget else {}),
-                           **({"width": a.width} if a.width else {}), **({"depth": a.depth} if a.depth else {})}))
+                           **({"width": a.width} if a.width else {}), **({"depth": a.depth} if a.depth else {})}),
+        drafter=a.drafter)
 
 
 def _generate_parser(sub):
@@ -71,6 +72,10 @@ def _generate_parser(sub):
     p.add_argument("--device", default=ModelConfig().device)
     p.add_argument("--target", default=None, help="local folder, .gguf file or hub id (default: shipped SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default=None, help="local folder or hub id (default: the draft shipped in models/)")
+    p.add_argument("--eagle", default=None, help="EAGLE drafter folder ('none' = off; default: the shipped one "
+                                                 "with the default target)")
+    p.add_argument("--drafter", choices=DRAFTERS, default=_D.drafter,
+                   help="who drafts: the EAGLE drafter, the standalone draft, or auto (EAGLE where available)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--out", required=True, help="output JSON-lines file, one GenerationTrace per prompt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -87,7 +92,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
     run = run_config(a)                                                   # validate before loading models
     prompts = [{"turns": [a.prompt]}] if a.prompt is not None else read_prompts(a.prompts, a.limit)
     t0 = time.perf_counter()
-    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device=a.device),
+    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=a.dtype, device=a.device),
                      progress=lambda m: print(m, file=sys.stderr))
     print(f"specviz: loaded {pair.info['target']} + {pair.info['draft']} ({pair.info['dtype']}, {pair.info['device']}) "
           f"in {time.perf_counter() - t0:.1f} s", file=sys.stderr)

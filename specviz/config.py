@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 METHODS = ("ar", "chain", "heuristic", "specdecpp", "dyspec", "kary", "sequoia")
+# Which draft proposes: "model" the standalone causal-LM draft, "eagle" the feature drafter reading the
+# target's hidden states (specviz/eagle.py), "auto" the EAGLE drafter where the pair has one (and, for
+# SpecDec++, an acceptance head trained on it), else the standalone draft.
+DRAFTERS = ("auto", "eagle", "model")
 METHOD_LABELS = {
     "ar": "Autoregressive (target only)",
     "chain": "Speculative sampling, fixed K",
@@ -229,8 +233,10 @@ class RunConfig:
     specdecpp: SpecDecPPConfig = field(default_factory=SpecDecPPConfig)
     dyspec: DySpecConfig = field(default_factory=DySpecConfig)
     tree: TreeConfig = field(default_factory=TreeConfig)
+    drafter: str = "auto"
 
     def __post_init__(self):
+        _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
         _check(self.method in METHODS, f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         _check(int(self.max_new_tokens) == self.max_new_tokens and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT,
                f"max new tokens must be an integer in [1, {MAX_NEW_TOKENS_LIMIT}], got {self.max_new_tokens}")
@@ -264,6 +270,7 @@ class ModelConfig:
 
     target: str | None = None
     draft: str | None = None
+    eagle: str | None = None          # EAGLE drafter folder; None = the shipped one with the default target, "none" = off
     dtype: str = "auto"
     device: str = "auto"
 

@@ -49,6 +49,8 @@ def iter_rounds(pair: Pair, prompt_ids: Sequence[int], run: RunConfig, drafter: 
     drafter.begin(committed)
     if len(committed) > 1:
         target.forward(committed[:-1], rows=slice(0, 0))                 # prefill: cache = committed[:-1]
+        if drafter.wants_target_features:
+            drafter.see_target(0, target.last_hidden)
     new, index = 0, 0
     while new < run.max_new_tokens:
         remaining = run.max_new_tokens - new
@@ -85,7 +87,9 @@ def iter_rounds(pair: Pair, prompt_ids: Sequence[int], run: RunConfig, drafter: 
             index=index, context_len=ctx + 1, tree=tree, status=tuple(verdict.status), p=tuple(p_nodes),
             accepted_path=tuple(verdict.accepted_path), emitted=tuple(emitted), correction=verdict.correction,
             draft_ms=(t1 - t0) * 1e3, verify_ms=(t2 - t1) * 1e3, draft_forwards=prop.draft_forwards, **prop.info)
-        # 5. let the drafter fix its cache and adapt
+        # 5. let the drafter fix its cache and adapt (a feature drafter first reads the accepted path's features)
+        if drafter.wants_target_features:
+            drafter.see_target(ctx, fwd.hidden[[0, *verdict.accepted_path]])
         drafter.observe(rnd, committed)
         rnd = replace(rnd, overhead_ms=(time.perf_counter() - t2) * 1e3)
         index += 1

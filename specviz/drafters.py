@@ -38,6 +38,11 @@ class Drafter:
     def observe(self, rnd: RoundTrace, committed: list[int]) -> None:
         pass
 
+    wants_target_features = False
+
+    def see_target(self, start: int, hidden: torch.Tensor) -> None:
+        """The target's hidden states of committed positions start, start+1, ... (feature drafters only)."""
+
 
 class DraftLMDrafter(Drafter):
     """Shared cache handling for drafters backed by a draft LM."""
@@ -49,6 +54,13 @@ class DraftLMDrafter(Drafter):
     def begin(self, prompt_ids):
         self.lm.reset()
         self.slots = {}
+
+    @property
+    def wants_target_features(self) -> bool:
+        return getattr(self.lm, "wants_target_features", False)     # duck-typed LMs (tests) read ids only
+
+    def see_target(self, start, hidden):
+        self.lm.add_target_features(start, hidden)
 
     def feed_pending(self, committed: list[int]) -> torch.Tensor:
         """Run the committed tokens the draft has not seen; return the logits after the root (V,)."""

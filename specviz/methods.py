@@ -10,32 +10,41 @@ def _ar(run, pair, rng):
 
 
 def _chain(run, pair, rng):
-    return ChainDrafter(pair.draft, run.sampling, rng, run.chain, pair.eos_ids)
+    return ChainDrafter(pair.drafter_lm(run.drafter), run.sampling, rng, run.chain, pair.eos_ids)
 
 
 def _heuristic(run, pair, rng):
-    return HeuristicDrafter(pair.draft, run.sampling, rng, run.heuristic, pair.eos_ids)
+    return HeuristicDrafter(pair.drafter_lm(run.drafter), run.sampling, rng, run.heuristic, pair.eos_ids)
 
 
 def _specdecpp(run, pair, rng):
     from .specdecpp import SpecDecPPDrafter, head_for_pair
-    return SpecDecPPDrafter(pair.draft, run.sampling, rng, head_for_pair(pair), run.specdecpp, pair.eos_ids)
+    lm = pair.drafter_lm(run.drafter)
+    if run.drafter == "auto" and lm is pair.eagle:
+        try:
+            head = head_for_pair(pair, lm)
+        except ValueError:                                  # no head trained on the EAGLE drafter: the standalone one
+            lm = pair.draft
+            head = head_for_pair(pair, lm)
+    else:
+        head = head_for_pair(pair, lm)
+    return SpecDecPPDrafter(lm, run.sampling, rng, head, run.specdecpp, pair.eos_ids)
 
 
 def _dyspec(run, pair, rng):
     from .dyspec import DySpecDrafter
-    return DySpecDrafter(pair.draft, run.sampling, rng, run.dyspec, pair.eos_ids)
+    return DySpecDrafter(pair.drafter_lm(run.drafter), run.sampling, rng, run.dyspec, pair.eos_ids)
 
 
 def _kary(run, pair, rng):
     from .static_trees import StaticTreeDrafter, kary
-    return StaticTreeDrafter(pair.draft, run.sampling, rng, kary(run.tree.width, run.tree.depth), pair.eos_ids)
+    return StaticTreeDrafter(pair.drafter_lm(run.drafter), run.sampling, rng, kary(run.tree.width, run.tree.depth), pair.eos_ids)
 
 
 def _sequoia(run, pair, rng):
     from .static_trees import StaticTreeDrafter, load_acceptance, sequoia
     shape = sequoia(run.tree.budget, load_acceptance(pair.info, run.sampling.temperature), run.tree.max_depth)
-    return StaticTreeDrafter(pair.draft, run.sampling, rng, shape, pair.eos_ids)
+    return StaticTreeDrafter(pair.drafter_lm(run.drafter), run.sampling, rng, shape, pair.eos_ids)
 
 
 BUILDERS = {"ar": _ar, "chain": _chain, "heuristic": _heuristic, "specdecpp": _specdecpp,

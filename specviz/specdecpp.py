@@ -200,18 +200,21 @@ def load_head(folder: str | Path) -> tuple[AcceptanceHead, dict]:
     return head.eval(), cfg
 
 
-def head_folder(pair) -> Path | None:
-    """Where this pair's head would live: the draft's folder (the shipped default draft or a local one)."""
-    from .loading import DEFAULT_DRAFT
-    name = pair.info.get("draft", "")
-    if name == "specviz default draft":
-        return Path(DEFAULT_DRAFT)
+def head_folder(pair, lm=None) -> Path | None:
+    """Where the head for drafter `lm` (default: the standalone draft) would live: that drafter's folder."""
+    from .loading import DEFAULT_DRAFT, DEFAULT_EAGLE
+    key, default, default_name = ("draft", DEFAULT_DRAFT, "specviz default draft")
+    if lm is not None and lm is pair.eagle:
+        key, default, default_name = ("eagle", DEFAULT_EAGLE, "specviz default EAGLE drafter")
+    name = pair.info.get(key, "")
+    if name == default_name:
+        return Path(default)
     return Path(name) if name and Path(name).is_dir() else None
 
 
-def head_for_pair(pair) -> AcceptanceHead:
-    """The trained head shipped beside this pair's draft; ValueError when there is none."""
-    folder = head_folder(pair)
+def head_for_pair(pair, lm=None) -> AcceptanceHead:
+    """The trained head shipped beside this pair's drafter `lm` (default: the standalone draft); ValueError when none."""
+    folder = head_folder(pair, lm)
     if folder is None or not (folder / HEAD_FILE).exists():
         raise ValueError(
             f"SpecDec++ needs an acceptance head trained for this pair (target {pair.info.get('target')}, "
@@ -221,7 +224,7 @@ def head_for_pair(pair) -> AcceptanceHead:
     if cfg.get("target") not in (None, pair.info.get("target")):
         raise ValueError(f"the acceptance head in {folder} was trained for target {cfg['target']!r}, "
                          f"not {pair.info.get('target')!r}; retrain it with `python -m specviz.train head`")
-    draft_file = folder / "draft.safetensors"
+    draft_file = folder / ("eagle.safetensors" if (folder / "eagle.safetensors").exists() else "draft.safetensors")
     if cfg.get("draft_sha256") and draft_file.exists() and file_digest(draft_file) != cfg["draft_sha256"]:
         warnings.warn(f"the acceptance head in {folder} was trained for an earlier draft checkpoint; "
                       "output stays lossless but the stop rule may be off. Retrain: python -m specviz.train head")

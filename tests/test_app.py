@@ -31,7 +31,7 @@ def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):
              max_new=max_new, seed=D.sampling.seed)
     v.update(kw)
     return [prompt, method, v["k"], v["h"], v["budget"], v["width"], v["depth"], v["start_k"], v["temperature"],
-            v["top_p"], v["max_new"], v["seed"], session.DEFAULT_PAIR, DTYPE, "", "", compare]
+            v["top_p"], v["max_new"], v["seed"], session.DEFAULT_PAIR, DTYPE, "", "", v.get("drafter", D.drafter), compare]
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +94,7 @@ BAD_RUNS = {
     "absurd length": run_args(max_new=10**7),
     "negative seed": run_args(seed=-1),
     "unknown method": run_args(method="warp-drive"),
+    "unknown drafter": run_args(drafter="medusa"),
 }
 
 

@@ -2,7 +2,7 @@
 import sys
 from importlib import import_module
 
-COMMANDS = {"head": "specviz.train.head", "draft": "specviz.train.draft_run"}      # command -> module
+COMMANDS = {"head": "specviz.train.head", "draft": "specviz.train.draft_run", "eagle": "specviz.train.eagle"}      # command -> module
 
 
 def main(argv=None) -> None:

@@ -1,0 +1,424 @@
+"""`python -m specviz.train eagle`: train and ship the EAGLE-style feature drafter (`specviz.eagle`).
+
+Notation as in `specviz.eagle` (f_t target feature, f^_t the drafter's, g_t = fc([e(x_t), f_{t-1}])) and
+`draft.py` (top-k target distribution p~ over the reduced vocabulary V', q the drafter's).
+Data: the standalone draft's distillation sequences (`draft_run.distillation_data`, cached shards) plus
+the target's features f_t at every position (one teacher-forced target pass, cached).
+Loss per batch, two passes over the same tokens:
+1. inputs f_{t-1} (+ Gaussian noise, `noise` x the feature scale): cross-entropy of q to p~ at response
+   positions + `feat_weight` x smooth-L1 of (f^_t - f_t) / scale at every position;
+2. inputs f^_{t-1} of pass 1 (detached): the same loss. At inference the second and later drafted tokens
+   read the drafter's own features; training on them is what keeps acceptance up past the first token.
+Init: the shipped standalone draft's layer and norm (fc = [I | 0] makes the drafter start as that draft).
+Held-out evaluation: Spec-Bench prompts, the target's greedy path, bf16; agreement at the first drafted
+token (exact features) and an exact greedy chain simulation (later tokens read f^), i.e. what the engine does.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from ..config import DraftTrainConfig, ModelConfig
+from ..eagle import FC_KEY, build_eagle
+from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
+from .data import Distill
+from .draft import HEAD_KEY, _checkpoint, _resume, batch_plan, distill_loss
+from .draft_eval import KS
+
+COST_PROMPT = "Explain how a rainbow forms, step by step."
+
+
+@dataclass(frozen=True)
+class EagleTrainConfig:
+    steps: int = 200
+    batch_tokens: int = 4096
+    lr: float = 1e-3
+    warmup: int = 20
+    noise: float = 0.05
+    feat_weight: float = 0.1
+    balance_inputs: bool = False     # scale f to |e| in fc's input (slows the feature path down; measured worse)
+    checkpoint_every: int = 25
+    heldout_fraction: float = 0.03
+    eval_prompts: int = 40
+    seed: int = 0
+
+
+# -- data --------------------------------------------------------------------------------------
+
+@torch.inference_mode()
+def target_features(target_model, data: Distill, path: Path, batch_tokens: int = 4096) -> torch.Tensor:
+    """(N, H) bf16: the target's post-norm last hidden state at every token of `data` (cached at `path`)."""
+    if path.exists():
+        return load_file(str(path))["features"]
+    base = target_model.get_decoder()
+    lens = (data.starts[1:] - data.starts[:-1]).tolist()
+    out = torch.zeros(len(data.tokens), target_model.config.hidden_size, dtype=torch.bfloat16)
+    order = sorted(range(len(data)), key=lambda s: lens[s])
+    groups, cur = [], []
+    for s in order:
+        if cur and (len(cur) + 1) * lens[s] > batch_tokens:
+            groups.append(cur)
+            cur = []
+        cur.append(s)
+    groups.append(cur)
+    for g in tqdm(groups, desc="target features (batches)"):
+        L = max(lens[s] for s in g)
+        x = torch.zeros(len(g), L, dtype=torch.long)
+        for b, s in enumerate(g):
+            x[b, :lens[s]] = data.sequence(s)[0]
+        h = base(input_ids=x).last_hidden_state                                        # right padding: never seen
+        for b, s in enumerate(g):
+            out[data.starts[s]:data.starts[s + 1]] = h[b, :lens[s]].to(torch.bfloat16)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({"features": out.contiguous()}, str(path.with_suffix(".tmp")))
+    path.with_suffix(".tmp").rename(path)
+    return out
+
+
+def digest(data: Distill) -> str:
+    return hashlib.sha1(data.tokens.numpy().tobytes() + data.starts.numpy().tobytes()).hexdigest()[:10]
+
+
+# -- loss --------------------------------------------------------------------------------------
+
+def _batch(data: Distill, feats: torch.Tensor, seqs: list[int]):
+    items = [data.sequence(s) for s in seqs]
+    L = max(len(ids) for ids, _, _ in items)
+    H = feats.shape[1]
+    x = torch.zeros(len(items), L, dtype=torch.long)
+    f = torch.zeros(len(items), L, H)
+    valid = torch.zeros(len(items), L, dtype=torch.bool)
+    rows, pos = [], []
+    for b, (s, (ids, P, r)) in enumerate(zip(seqs, items)):
+        n = len(ids)
+        x[b, :n] = ids
+        f[b, :n] = feats[data.starts[s]:data.starts[s + 1]].float()
+        valid[b, :n] = True
+        k = r.stop - r.start
+        rows.append(torch.arange(r.start, r.stop))
+        pos.append(torch.stack([torch.full((k,), b), torch.arange(P - 1, P - 1 + k)], 1))
+    return x, f, valid, torch.cat(rows), torch.cat(pos)
+
+
+def _shift(f: torch.Tensor) -> torch.Tensor:
+    """Inputs f_{t-1} at t (zeros at t = 0)."""
+    return torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)
+
+
+def _pass(model, x, fin):
+    fin = fin * getattr(model, "eagle_feature_scale", 1.0)
+    g = model.eagle_fc(torch.cat([model.get_input_embeddings()(x), fin], -1))
+    return model.model(inputs_embeds=g).last_hidden_state                              # (B, L, H) post-norm f^
+
+
+def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, scale: float, gen=None):
+    x, f, valid, rows, pos = _batch(data, feats, seqs)
+    fin = _shift(f)
+    if cfg.noise > 0:
+        fin = fin + torch.randn(fin.shape, generator=gen) * (cfg.noise * scale)
+    total, parts = 0.0, {}
+    for k in (1, 2):
+        h = _pass(model, x, fin)
+        ce = distill_loss(h[pos[:, 0], pos[:, 1]], head_w, slot, data.top_ids[rows], data.top_lp[rows])
+        reg = F.smooth_l1_loss(h[valid] / scale, f[valid] / scale)
+        total = total + ce + cfg.feat_weight * reg
+        parts[f"ce{k}"] = float(ce)
+        fin = _shift(h.detach())
+    return total, parts
+
+
+def lr_at(step: int, cfg: EagleTrainConfig) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+@torch.no_grad()
+def agreement(model, data: Distill, feats, head_w, slot, limit: int = 4000) -> tuple[float, float]:
+    """Teacher-forced argmax agreement at response positions: (exact inputs f_{t-1}, inputs f^_{t-1})."""
+    hit1 = hit2 = tot = 0
+    for s in range(len(data)):
+        x, f, valid, rows, pos = _batch(data, feats, [s])
+        h1 = _pass(model, x, _shift(f))
+        h2 = _pass(model, x, _shift(h1))
+        want = slot[data.top_ids[rows, 0].long()]
+        p1 = (h1[pos[:, 0], pos[:, 1]] @ head_w.T).argmax(-1)
+        p2 = (h2[pos[:, 0], pos[:, 1]] @ head_w.T).argmax(-1)
+        hit1 += int((p1 == want).sum())
+        hit2 += int((p2 == want).sum())
+        tot += len(want)
+        if tot >= limit:
+            break
+    return hit1 / max(tot, 1), hit2 / max(tot, 1)
+
+
+def own_params(model) -> dict[str, torch.nn.Parameter]:
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ckpt: Path, on_checkpoint=None):
+    head_w = model.get_input_embeddings().weight.detach()[ids_v]
+    slot = torch.full((model.config.vocab_size,), -1, dtype=torch.long)
+    slot[ids_v] = torch.arange(len(ids_v))
+    scale = float(feats[:50_000].float().std())
+    emb = model.get_input_embeddings().weight
+    # features are ~14x longer than embeddings; balance_inputs trains fc on f * (|e| / |f|) (Adam's per-weight
+    # steps then move the feature path as slowly as the token path); save_eagle folds the factor into fc
+    if cfg.balance_inputs:
+        model.eagle_feature_scale = float(emb.norm(dim=-1).mean() / feats[:50_000].float().norm(dim=-1).mean())
+    params = own_params(model)
+    opt = torch.optim.AdamW(params.values(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
+    start, history = (0, [])
+    if ckpt.exists():
+        start, history = _resume(ckpt, params, opt)
+    plan = batch_plan(data, cfg.batch_tokens, cfg.steps, cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed + start)
+    if start == 0:
+        a1, a2 = agreement(model, held, held_feats, head_w, slot)
+        history.append({"step": 0, "heldout_agreement": round(a1, 4), "heldout_agreement_own_features": round(a2, 4)})
+        print(json.dumps(history[-1]))
+    bar = tqdm(range(start, cfg.steps), desc="eagle train", initial=start, total=cfg.steps)
+    model.train()
+    t0, ema = time.perf_counter(), None
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        loss, parts = step_loss(model, data, feats, plan[step], head_w, slot, cfg, scale, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
+        opt.step()
+        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        bar.set_postfix(loss=f"{ema:.3f}", ce1=f"{parts['ce1']:.2f}", ce2=f"{parts['ce2']:.2f}")
+        done = step + 1
+        if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+            model.eval()
+            a1, a2 = agreement(model, held, held_feats, head_w, slot)
+            model.train()
+            history.append({"step": done, "loss": round(ema, 4), "heldout_agreement": round(a1, 4),
+                            "heldout_agreement_own_features": round(a2, 4), "seconds": round(time.perf_counter() - t0, 1)})
+            bar.write(json.dumps(history[-1]))
+            _checkpoint(ckpt, params, opt, done, history)
+            if on_checkpoint:
+                on_checkpoint()
+    model.eval()
+    return history
+
+
+# -- shipping ------------------------------------------------------------------------------------
+
+def save_eagle(model, ids_v: torch.Tensor, folder: Path) -> Path:
+    """config.json + eagle.safetensors (fc, layer, norm in bf16; head ids); embeddings stay the target's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = model.config.__class__.from_dict(model.config.to_dict())
+    cfg.dtype = "bfloat16"
+    cfg.save_pretrained(folder)
+    t = {n: p.detach().to(torch.bfloat16).contiguous() for n, p in own_params(model).items()}
+    H = model.config.hidden_size
+    fc = own_params(model)[FC_KEY].detach().clone()
+    fc[:, H:] *= getattr(model, "eagle_feature_scale", 1.0)                      # fold the training-time input scale
+    t[FC_KEY] = fc.to(torch.bfloat16).contiguous()
+    t[HEAD_KEY] = ids_v.long().contiguous()
+    tmp = folder / "eagle.safetensors.tmp"
+    save_file(t, str(tmp), metadata={"format": "specviz-eagle"})
+    tmp.rename(folder / "eagle.safetensors")
+    return folder / "eagle.safetensors"
+
+
+def init_from_draft(model, draft_folder: Path) -> torch.Tensor:
+    """Copy the standalone draft's layer and norm into the drafter; return its head ids."""
+    state = load_file(str(Path(draft_folder) / "draft.safetensors"))
+    ids_v = state.pop(HEAD_KEY)
+    own = {k: v.float() for k, v in state.items() if k.startswith("model.layers.0.") or k == "model.norm.weight"}
+    missing = set(n for n in own_params(model) if n != FC_KEY) - set(own)
+    if missing:
+        raise ValueError(f"the draft in {draft_folder} lacks {sorted(missing)}")
+    model.load_state_dict(own, strict=False)
+    return ids_v
+
+
+# -- held-out evaluation -------------------------------------------------------------------------
+
+@torch.inference_mode()
+def evaluate(pair, eagle, data: Distill, max_k: int = max(KS)) -> dict:
+    """Spec-Bench held-out figures of an `EagleLM` along the target's greedy path (see module docstring)."""
+    first, runs, by_cat = [], [], {}
+    for s in tqdm(range(len(data)), desc="eagle eval (prompts)"):
+        ids, P, _ = data.sequence(s)
+        ids = ids.tolist()
+        pair.target.reset()
+        pair.target.forward(ids, rows=slice(0, 0))
+        f = pair.target.last_hidden
+        eagle.reset()
+        m = []
+        for i in range(len(ids) - P):                            # a round whose root is position P - 1 + i
+            root = P - 1 + i
+            eagle.add_target_features(0, f[:root])               # what the engine knows: committed[:-1]
+            eagle.crop(root)
+            if eagle.length < root:
+                eagle.forward(ids[eagle.length:root], rows=slice(0, 0))
+            logits = eagle.forward([ids[root]]).logits[-1]
+            run, K = 0, min(max_k, len(ids) - 1 - root)
+            for k in range(K):
+                if int(logits.argmax()) != ids[root + 1 + k]:
+                    break
+                run += 1
+                if k + 1 < K:
+                    logits = eagle.forward([ids[root + 1 + k]]).logits[-1]
+            m.append(run)
+        runs.append(torch.tensor(m))
+        first.append(torch.tensor(m) > 0)
+        by_cat.setdefault(data.meta[s]["category"], []).append(torch.tensor(m) > 0)
+    allr = torch.cat(runs)
+    res = {"positions": len(allr), "prompts": len(data), "agreement": float(torch.cat(first).float().mean()),
+           "agreement_by_category": {c: float(torch.cat(v).float().mean()) for c, v in sorted(by_cat.items())}}
+    for K in KS:
+        a = allr.clamp(max=K)
+        at_least = [float((a >= j).float().mean()) for j in range(K + 1)]
+        res[f"K{K}"] = {"E_accepted": float(a.float().mean()), "tau": 1 + float(a.float().mean()),
+                        "alpha": [at_least[j] / max(at_least[j - 1], 1e-9) for j in range(1, K + 1)]}
+    return res
+
+
+# -- command ---------------------------------------------------------------------------------------
+
+def parse(argv):
+    d = EagleTrainConfig()
+    ap = argparse.ArgumentParser(prog="python -m specviz.train eagle",
+                                 description="Train and ship the EAGLE-style feature drafter for the default target.")
+    ap.add_argument("--out", default=DEFAULT_EAGLE, help="shipped folder (default: models/smollm2-eagle)")
+    ap.add_argument("--init", default=DEFAULT_DRAFT, help="standalone draft whose layer starts the drafter")
+    ap.add_argument("--work", default=str(cache_dir() / "train"), help="cache of data, features and checkpoints")
+    ap.add_argument("--eval-only", action="store_true", help="only evaluate the drafter in --out")
+    ap.add_argument("--skip-eval", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    for k, v in asdict(d).items():
+        if isinstance(v, bool):
+            ap.add_argument("--" + k.replace("_", "-"), action="store_true")
+        else:
+            ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
+    a = ap.parse_args(argv)
+    return a, EagleTrainConfig(**{k: getattr(a, k) for k in asdict(d)})
+
+
+def run_eval(out: Path, work: Path, cfg: EagleTrainConfig) -> dict:
+    from . import draft_eval
+    from .draft_eval import step_costs
+    from ..loading import load_eagle
+    pair = load_pair(ModelConfig(dtype="bf16", device="cpu"))
+    data = draft_eval.heldout_data(pair, cfg.eval_prompts, work / "eval-data", 128)
+    eagle = load_eagle(out, pair.target.model)
+    res = evaluate(pair, eagle, data)
+    from ..decode import encode_prompt
+    res["cost"] = step_costs(replace(pair, draft=eagle), encode_prompt(pair.tokenizer, COST_PROMPT))
+    c = res["cost"]
+    res["predicted_speedup"] = {f"K{K}": res[f"K{K}"]["tau"] / (K * c["c"] + c["verify"][K + 1]) for K in KS}
+    print(table(res))
+    return res
+
+
+def table(res: dict) -> str:
+    c = res["cost"]
+    lines = [f"Held-out: {res['prompts']} Spec-Bench prompts, {res['positions']} target greedy positions (bf16).", "",
+             f"- greedy agreement at the first drafted token: **{res['agreement']:.3f}**",
+             f"- step time (bf16, one token, warm cache): target {c['target_ms']:.1f} ms, drafter {c['draft_ms']:.2f} ms, "
+             f"**c = {c['c']:.3f}**", "",
+             "| K | E[accepted] | tau | alpha per draft position | predicted speedup |", "|---|---|---|---|---|"]
+    for K in KS:
+        r = res[f"K{K}"]
+        lines.append(f"| {K} | {r['E_accepted']:.2f} | {r['tau']:.2f} | {' '.join(f'{x:.2f}' for x in r['alpha'])} | "
+                     f"{res['predicted_speedup'][f'K{K}']:.2f}x |")
+    lines += ["", "Agreement by category: " + ", ".join(f"{k} {v:.2f}" for k, v in res["agreement_by_category"].items())]
+    return "\n".join(lines)
+
+
+def write_card(out: Path, cfg: EagleTrainConfig, facts: dict, res: dict | None) -> None:
+    mb = (out / "eagle.safetensors").stat().st_size / 1e6
+    h = facts["history"]
+    text = f"""# specviz EAGLE-style drafter for SmolLM2-135M-Instruct
+
+A feature-level drafter (`specviz/eagle.py`): g_t = fc([e(x_t), f_(t-1)]), one Llama decoder layer over its own
+KV cache, the target's final norm shape, and the target's tied output layer restricted to the
+{facts['head_size']} token ids of the standalone draft (`specviz.head_ids`). f is the target's post-norm last
+hidden state; drafted tokens whose parent the target has not run read the drafter's own prediction.
+`eagle.safetensors` ({mb:.1f} MB, bf16) holds fc, the layer and the norm; embeddings are the target's.
+Hugging Face assisted generation cannot drive a feature drafter: the standalone draft in
+`models/smollm2-draft` is the pair it (and any hub pair) uses.
+
+## Recipe (`python -m specviz.train eagle`, seed {cfg.seed})
+- init: the standalone draft's layer and norm, fc = [I | 0] (so step 0 is that draft exactly).
+- data: the standalone draft's distillation sequences ({facts['train_seqs']} sequences, {facts['train_tokens']:,}
+  tokens, {facts['train_resp']:,} response positions; `python -m specviz.train draft` builds them) plus the
+  target's features at every token (one teacher-forced pass, {facts['feature_min']:.1f} min); {facts['held_seqs']}
+  greedy sequences held out for validation.
+- loss: two passes per batch (exact input features with {cfg.noise} x scale Gaussian noise, then the drafter's own
+  detached features); each: cross-entropy to the target's top-32 over the reduced vocabulary + {cfg.feat_weight} x
+  smooth-L1 of the standardised feature error.
+- optimisation: AdamW (0.9 / 0.98), lr {cfg.lr}, {cfg.warmup} warm-up steps, cosine to 10 %, {cfg.steps} steps of <=
+  {cfg.batch_tokens} tokens, grad clip 1.0, fp32 on CPU ({facts['threads']} threads): {facts['train_min']:.1f} min.
+  Validation (teacher-forced): agreement {h[-1]['heldout_agreement']:.3f} with exact features,
+  {h[-1]['heldout_agreement_own_features']:.3f} reading its own (step 0: {h[0]['heldout_agreement']:.3f} /
+  {h[0]['heldout_agreement_own_features']:.3f}).
+
+## Held-out metrics (`python -m specviz.train eagle --eval-only`)
+{table(res) if res else '(not evaluated)'}
+"""
+    (out / "README.md").write_text(text)
+    (out / "training.json").write_text(json.dumps({"config": asdict(cfg), **facts, "eval": res}, indent=1))
+
+
+def main(argv=None) -> None:
+    a, cfg = parse(argv)
+    torch.set_num_threads(a.threads)
+    out, work = Path(a.out), Path(a.work)
+    if a.eval_only:
+        facts = json.loads((out / "training.json").read_text())
+        res = run_eval(out, work, cfg)
+        write_card(out, EagleTrainConfig(**facts["config"]), {k: v for k, v in facts.items() if k not in ("config", "eval")}, res)
+        return
+    from .draft_run import distillation_data
+    torch.manual_seed(cfg.seed)
+    t0 = time.perf_counter()
+    pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
+    data = distillation_data(pair, DraftTrainConfig(), work)
+    feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
+    t1 = time.perf_counter()
+    order = list(range(len(data)))
+    random.Random(cfg.seed).shuffle(order)
+    n_held = max(1, round(cfg.heldout_fraction * len(data)))
+    held_ids = sorted(i for i in order[:n_held] if data.greedy[i]) or order[:1]
+    train_ids = sorted(order[n_held:])
+
+    def part(ids):
+        sub = data.subset(ids)
+        return sub, torch.cat([feats[data.starts[s]:data.starts[s + 1]] for s in ids])
+    held, held_f = part(held_ids)
+    data, feats = part(train_ids)
+    model = build_eagle(pair.target.model, init_layer=0, dtype=torch.float32)
+    ids_v = init_from_draft(model, Path(a.init))
+    key = (f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-n{cfg.noise}-w{cfg.feat_weight}"
+           f"{'-bal' if cfg.balance_inputs else ''}-seed{cfg.seed}")
+    ckpt = work / f"eagle-{key}-n{len(data)}.ckpt.safetensors"
+    history = train(model, data, feats, held, held_f, ids_v, cfg, ckpt, on_checkpoint=lambda: save_eagle(model, ids_v, out))
+    save_eagle(model, ids_v, out)
+    t2 = time.perf_counter()
+    facts = {"head_size": len(ids_v), "train_seqs": len(data), "train_tokens": len(data.tokens),
+             "train_resp": int(data.resp[-1]), "held_seqs": len(held), "threads": a.threads,
+             "feature_min": (t1 - t0) / 60, "train_min": (t2 - t1) / 60, "history": history}
+    write_card(out, cfg, facts, None)
+    del pair
+    res = None if a.skip_eval else run_eval(out, work, cfg)
+    write_card(out, cfg, facts, res)
+    print(f"wrote {out} in {(time.perf_counter() - t0) / 60:.1f} min")
