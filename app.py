@@ -106,6 +106,12 @@ def make_run(method, k, h, budget, width, depth, start_k, temperature, top_p, ma
                      budget=_whole(budget, "budget")))
 
 
+def _drafted_by(trace) -> str:
+    """", drafted by the EAGLE drafter" etc. from the trace's resolved drafter (older traces: nothing)."""
+    kind = (trace.models or {}).get("drafter")
+    return {"eagle": ", drafted by the EAGLE drafter", "model": ", drafted by the standalone draft"}.get(kind, "")
+
+
 def make_prompt(prompt) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("the prompt is empty: type a question or pick an example")
@@ -270,7 +276,7 @@ def build_ui() -> gr.Blocks:
                 path.write_text(session.dump(trace, base), encoding="utf-8")
                 ending = ENDINGS.get(trace.stop, trace.stop)
                 yield render(trace, base, f"Done: {_count(trace.output_ids, 'token')} in "
-                                          f"{_count(trace.rounds, 'round')} ({ending}).", path)
+                                          f"{_count(trace.rounds, 'round')} ({ending}){_drafted_by(trace)}.", path)
             except (ValueError, RuntimeError, OSError) as e:
                 raise gr.Error(str(e)) from None
 

@@ -19,16 +19,8 @@ def _heuristic(run, pair, rng):
 
 def _specdecpp(run, pair, rng):
     from .specdecpp import SpecDecPPDrafter, head_for_pair
-    lm = pair.drafter_lm(run.drafter)
-    if run.drafter == "auto" and lm is pair.eagle:
-        try:
-            head = head_for_pair(pair, lm)
-        except ValueError:                                  # no head trained on the EAGLE drafter: the standalone one
-            lm = pair.draft
-            head = head_for_pair(pair, lm)
-    else:
-        head = head_for_pair(pair, lm)
-    return SpecDecPPDrafter(lm, run.sampling, rng, head, run.specdecpp, pair.eos_ids)
+    lm = pair.eagle if drafter_kind(run, pair) == "eagle" else pair.draft
+    return SpecDecPPDrafter(lm, run.sampling, rng, head_for_pair(pair, lm), run.specdecpp, pair.eos_ids)
 
 
 def _dyspec(run, pair, rng):
@@ -49,6 +41,23 @@ def _sequoia(run, pair, rng):
 
 BUILDERS = {"ar": _ar, "chain": _chain, "heuristic": _heuristic, "specdecpp": _specdecpp,
             "dyspec": _dyspec, "kary": _kary, "sequoia": _sequoia}
+
+
+def drafter_kind(run: RunConfig, pair) -> str:
+    """Which draft a run uses: "none" (autoregressive), "eagle" or "model" (RunConfig.drafter resolved).
+
+    "auto" takes the EAGLE drafter where the pair has one, except for SpecDec++ without an acceptance
+    head trained on it, which then drafts with the standalone model and its head."""
+    if run.method == "ar":
+        return "none"
+    lm = pair.drafter_lm(run.drafter)
+    if run.method == "specdecpp" and run.drafter == "auto" and lm is pair.eagle:
+        from .specdecpp import head_for_pair
+        try:
+            head_for_pair(pair, lm)
+        except ValueError:
+            return "model"
+    return "eagle" if lm is pair.eagle and lm is not None else "model"
 
 
 def make_drafter(run: RunConfig, pair, rng) -> Drafter:

@@ -188,3 +188,13 @@ def test_bench_spec_suffix():
         parse_settings(["hf-assist+eagle"], BenchConfig(), ["ar"])
     with pytest.raises(ValueError, match=r"\+"):
         parse_settings(["chain+medusa"], BenchConfig(), ["ar", "chain"])
+
+
+def test_resolved_drafter_is_recorded():
+    from specviz.methods import drafter_kind
+    pair = eagle_pair()
+    assert generate(pair, PROMPT, RunConfig(method="chain", max_new_tokens=4)).models["drafter"] == "eagle"
+    assert generate(pair, PROMPT, RunConfig(method="chain", max_new_tokens=4, drafter="model")).models["drafter"] == "model"
+    assert drafter_kind(RunConfig(method="ar"), pair) == "none"
+    assert drafter_kind(RunConfig(method="specdecpp"), pair) == "model"      # no head trained on the EAGLE drafter
+    assert drafter_kind(RunConfig(method="specdecpp", drafter="eagle"), pair) == "eagle"

@@ -33,7 +33,7 @@ from ..config import DraftTrainConfig, ModelConfig
 from ..eagle import FC_KEY, build_eagle
 from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
 from .data import Distill
-from .draft import HEAD_KEY, _checkpoint, _resume, batch_plan, distill_loss
+from .draft import HEAD_KEY, _checkpoint, _resume, batch_plan, distill_loss, lr_at   # lr_at reads lr/warmup/steps
 from .draft_eval import KS
 
 COST_PROMPT = "Explain how a rainbow forms, step by step."
@@ -86,6 +86,10 @@ def target_features(target_model, data: Distill, path: Path, batch_tokens: int =
     return out
 
 
+def digest_file(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()[:8]
+
+
 def digest(data: Distill) -> str:
     return hashlib.sha1(data.tokens.numpy().tobytes() + data.starts.numpy().tobytes()).hexdigest()[:10]
 
@@ -136,13 +140,6 @@ def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, sca
         parts[f"ce{k}"] = float(ce)
         fin = _shift(h.detach())
     return total, parts
-
-
-def lr_at(step: int, cfg: EagleTrainConfig) -> float:
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
 @torch.no_grad()
@@ -300,6 +297,7 @@ def parse(argv):
                                  description="Train and ship the EAGLE-style feature drafter for the default target.")
     ap.add_argument("--out", default=DEFAULT_EAGLE, help="shipped folder (default: models/smollm2-eagle)")
     ap.add_argument("--init", default=DEFAULT_DRAFT, help="standalone draft whose layer starts the drafter")
+    ap.add_argument("--warm-start", default=None, help="an EAGLE folder to continue from (a new schedule of --steps)")
     ap.add_argument("--work", default=str(cache_dir() / "train"), help="cache of data, features and checkpoints")
     ap.add_argument("--eval-only", action="store_true", help="only evaluate the drafter in --out")
     ap.add_argument("--skip-eval", action="store_true")
@@ -344,6 +342,21 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _previous(prev: dict | None) -> str:
+    """Card lines for the earlier stages of a warm-started run (oldest first)."""
+    stages = []
+    while prev:
+        stages.append(prev)
+        prev = prev.get("previous")
+    lines = []
+    for p in reversed(stages):
+        c, h = p["config"], p["history"][-1]
+        lines.append(f"- earlier stage (this run continued from it with `--warm-start`): {c['steps']} steps, lr {c['lr']}, "
+                     f"feature loss weight {c['feat_weight']}, {p['train_min']:.1f} min; validation agreement "
+                     f"{h['heldout_agreement']:.3f} / {h['heldout_agreement_own_features']:.3f} (own features)")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def write_card(out: Path, cfg: EagleTrainConfig, facts: dict, res: dict | None) -> None:
     mb = (out / "eagle.safetensors").stat().st_size / 1e6
     h = facts["history"]
@@ -372,6 +385,7 @@ Hugging Face assisted generation cannot drive a feature drafter: the standalone 
   {h[-1]['heldout_agreement_own_features']:.3f} reading its own (step 0: {h[0]['heldout_agreement']:.3f} /
   {h[0]['heldout_agreement_own_features']:.3f}).
 
+{_previous(facts.get("previous"))}
 ## Held-out metrics (`python -m specviz.train eagle --eval-only`)
 {table(res) if res else '(not evaluated)'}
 """
@@ -408,13 +422,22 @@ def main(argv=None) -> None:
     data, feats = part(train_ids)
     model = build_eagle(pair.target.model, init_layer=0, dtype=torch.float32)
     ids_v = init_from_draft(model, Path(a.init))
-    key = (f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-n{cfg.noise}-w{cfg.feat_weight}"
+    if a.warm_start:
+        state = load_file(str(Path(a.warm_start) / "eagle.safetensors"))
+        ids_v = state.pop(HEAD_KEY)
+        model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    key = (f"{'warm-' + digest_file(Path(a.warm_start) / 'eagle.safetensors') + '-' if a.warm_start else ''}s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-n{cfg.noise}-w{cfg.feat_weight}"
            f"{'-bal' if cfg.balance_inputs else ''}-seed{cfg.seed}")
     ckpt = work / f"eagle-{key}-n{len(data)}.ckpt.safetensors"
     history = train(model, data, feats, held, held_f, ids_v, cfg, ckpt, on_checkpoint=lambda: save_eagle(model, ids_v, out))
     save_eagle(model, ids_v, out)
     t2 = time.perf_counter()
-    facts = {"head_size": len(ids_v), "train_seqs": len(data), "train_tokens": len(data.tokens),
+    prev = None
+    if a.warm_start and (Path(a.warm_start) / "training.json").exists():
+        prev = json.loads((Path(a.warm_start) / "training.json").read_text())
+        prev = {"config": prev["config"], "train_min": prev["train_min"], "history": prev["history"],
+                "previous": prev.get("previous")}
+    facts = {"previous": prev, "head_size": len(ids_v), "train_seqs": len(data), "train_tokens": len(data.tokens),
              "train_resp": int(data.resp[-1]), "held_seqs": len(held), "threads": a.threads,
              "feature_min": (t1 - t0) / 60, "train_min": (t2 - t1) / 60, "history": history}
     write_card(out, cfg, facts, None)
