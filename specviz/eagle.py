@@ -81,6 +81,13 @@ def eagle_inputs(model, input_ids: torch.Tensor, feats: torch.Tensor) -> torch.T
     return model.eagle_fc(torch.cat([e, feats.to(e.dtype)], -1))
 
 
+def _fit(buf: torch.Tensor, n: int) -> torch.Tensor:
+    """`buf` if it holds n rows, else a copy grown to max(n, 2 x its size) (amortised O(1) appends)."""
+    if n <= len(buf):
+        return buf
+    return torch.cat([buf, buf.new_zeros(max(n, 2 * len(buf)) - len(buf), *buf.shape[1:])])
+
+
 class EagleLM(LM):
     """`LM` over an EAGLE drafter: same verbs, plus the target's features (see the module docstring)."""
 
@@ -96,57 +103,46 @@ class EagleLM(LM):
     def reset(self) -> None:
         super().reset()
         H = self.hidden_size
-        self.tfeat = torch.zeros(0, H, dtype=self.dtype, device=self.device)     # target f_t, committed t < n_t
+        self.tfeat = torch.zeros(256, H, dtype=self.dtype, device=self.device)   # target f_t for t < n_target (grown x2)
+        self.n_target = 0
         self._out = torch.zeros(64, H, dtype=self.dtype, device=self.device)     # f^ per cache slot (grown x2)
         self._exact = torch.zeros(64, dtype=torch.bool)                          # slot read an exact feature
 
     def add_target_features(self, start: int, hidden: torch.Tensor) -> None:
-        if start > len(self.tfeat):
-            raise ValueError(f"target features must be contiguous: have {len(self.tfeat)}, got a block at {start}")
-        self.tfeat = torch.cat([self.tfeat[:start], hidden.detach().to(self.dtype)])
-
-    @property
-    def n_target(self) -> int:
-        return len(self.tfeat)
+        if start > self.n_target:
+            raise ValueError(f"target features must be contiguous: have {self.n_target}, got a block at {start}")
+        end = start + len(hidden)
+        self.tfeat = _fit(self.tfeat, end)
+        self.tfeat[start:end] = hidden.detach()
+        self.n_target = end
 
     def _inputs(self, input_ids, parents, visible, past) -> dict:
         n, n_t = input_ids.shape[1], self.n_target
-        src = []                                                    # the slot each new token hangs off
-        for i in range(n):
-            p = (i - 1) if parents is None else parents[i]
-            if p >= 0:
-                src.append(past + p)
-            elif visible is not None and bool(visible[i].any()):
-                src.append(int(visible[i].nonzero()[-1]))
-            else:
-                src.append(past - 1)
+        if parents is None and visible is None:                      # a chain on top of the cache
+            src = torch.arange(past - 1, past + n - 1)
+        else:                                                        # the slot each new token hangs off
+            src = torch.tensor([past + p if p >= 0 else
+                                int(visible[i].nonzero()[-1]) if visible is not None and bool(visible[i].any())
+                                else past - 1 for i, p in enumerate(parents or range(-1, n - 1))])
+        # exact target feature where the target has run that position; the drafter's own f^ for a drafted
+        # parent; zeros for the very first token (nothing before it) and for a token after an uncommitted
+        # one of the same call (never in the engine; e.g. timing a prompt with no features)
+        src = src.to(self.device)
+        use_t = (src >= 0) & (src < n_t)
+        use_o = (src >= n_t) & (src < past)
         feats = torch.zeros(n, self.hidden_size, dtype=self.dtype, device=self.device)
-        exact = []
-        for i, s in enumerate(src):
-            if s < 0:
-                exact.append(True)                                  # the very first token: nothing before it
-            elif s < n_t:
-                feats[i] = self.tfeat[s]
-                exact.append(True)
-            elif s < past:
-                feats[i] = self._out[s]
-                exact.append(False)
-            else:
-                raise ValueError("an EAGLE drafter runs a token after an uncommitted token of the same call "
-                                 "only one forward at a time")
-        self._pending_exact = exact
+        feats[use_t] = self.tfeat[src[use_t]]
+        feats[use_o] = self._out[src[use_o]]
+        self._pending_exact = ((src < 0) | use_t).cpu()
         return {"inputs_embeds": eagle_inputs(self.model, input_ids, feats[None])}
 
     def _after_forward(self, hidden) -> None:
         super()._after_forward(hidden)
         n, end = len(hidden), self.length
         start = end - n
-        if end > len(self._out):
-            cap = max(end, 2 * len(self._out))
-            self._out = torch.cat([self._out, self._out.new_zeros(cap - len(self._out), self.hidden_size)])
-            self._exact = torch.cat([self._exact, self._exact.new_zeros(cap - len(self._exact))])
+        self._out, self._exact = _fit(self._out, end), _fit(self._exact, end)
         self._out[start:end] = hidden
-        self._exact[start:end] = torch.tensor(self._pending_exact, dtype=torch.bool)
+        self._exact[start:end] = self._pending_exact
 
     def keep(self, positions: Sequence[int]) -> None:
         """After a round: keep the leading run of `positions` that read exact features, drop the rest.
