@@ -374,7 +374,8 @@ Hugging Face assisted generation cannot drive a feature drafter: the standalone 
 - init: the standalone draft's layer and norm, fc = [I | 0] (so step 0 is that draft exactly).
 - data: the standalone draft's distillation sequences ({facts['train_seqs']} sequences, {facts['train_tokens']:,}
   tokens, {facts['train_resp']:,} response positions; `python -m specviz.train draft` builds them) plus the
-  target's features at every token (one teacher-forced pass, {facts['feature_min']:.1f} min); {facts['held_seqs']}
+  target's features at every token (one teacher-forced pass, cached under --work: {facts['feature_min']:.1f} min in
+  this run, about 9 min when computed); {facts['held_seqs']}
   greedy sequences held out for validation.
 - loss: two passes per batch (exact input features with {cfg.noise} x scale Gaussian noise, then the drafter's own
   detached features); each: cross-entropy to the target's top-32 over the reduced vocabulary + {cfg.feat_weight} x
@@ -388,6 +389,10 @@ Hugging Face assisted generation cannot drive a feature drafter: the standalone 
 {_previous(facts.get("previous"))}
 ## Held-out metrics (`python -m specviz.train eagle --eval-only`)
 {table(res) if res else '(not evaluated)'}
+
+The predicted speedup uses this machine's bf16 step costs; bf16 is emulated on its AVX2 CPU, where a
+target forward over n tokens grows almost linearly with n, so the engine runs fp32 here (dtype auto).
+Measured speedups: `python -m specviz bench` (README).
 """
     (out / "README.md").write_text(text)
     (out / "training.json").write_text(json.dumps({"config": asdict(cfg), **facts, "eval": res}, indent=1))
