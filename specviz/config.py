@@ -133,6 +133,33 @@ class HeadTrainConfig:
 
 
 @dataclass(frozen=True)
+class EagleTrainConfig:
+    """`python -m specviz.train eagle`: the EAGLE-style drafter (specviz/eagle.py) on the standalone draft's
+    distillation data. Measured choices (models/smollm2-eagle/README.md): raw features (balance_inputs off),
+    feature-regression weight 0.1; the shipped drafter is 200 steps at lr 1e-3 then 300 more with
+    `--warm-start --lr 0.0006 --warmup 10 --steps 300`.
+    """
+
+    steps: int = 200
+    batch_tokens: int = 4096
+    lr: float = 1e-3
+    warmup: int = 20
+    noise: float = 0.05
+    feat_weight: float = 0.1
+    balance_inputs: bool = False     # scale f to |e| in fc's input (slows the feature path down; measured worse)
+    checkpoint_every: int = 25
+    heldout_fraction: float = 0.03
+    eval_prompts: int = 40
+    seed: int = 0
+
+    def __post_init__(self):
+        _check(min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts) >= 1,
+               "steps, batch tokens, checkpoint interval and eval prompts must be >= 1")
+        _check(self.lr > 0 and self.noise >= 0 and self.feat_weight >= 0 and 0 < self.heldout_fraction < 1,
+               "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)")
+
+
+@dataclass(frozen=True)
 class DraftTrainConfig:
     """`python -m specviz.train draft`: distil the target into a small standalone draft.
 

@@ -9,7 +9,10 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] not in COMMANDS:
         raise SystemExit(f"usage: python -m specviz.train {{{','.join(COMMANDS)}}} [options]")
-    import_module(COMMANDS[argv[0]]).main(argv[1:])
+    try:
+        import_module(COMMANDS[argv[0]]).main(argv[1:])
+    except (ValueError, FileNotFoundError) as e:          # bad options, missing weights: a message, not a traceback
+        raise SystemExit(f"specviz.train {argv[0]}: error: {e}") from None
 
 
 if __name__ == "__main__":

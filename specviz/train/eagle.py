@@ -18,10 +18,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import random
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -29,7 +28,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from ..config import DraftTrainConfig, ModelConfig
+from ..config import DraftTrainConfig, EagleTrainConfig, ModelConfig
 from ..eagle import FC_KEY, build_eagle
 from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
 from .data import Distill
@@ -37,21 +36,6 @@ from .draft import HEAD_KEY, _checkpoint, _resume, batch_plan, distill_loss, lr_
 from .draft_eval import KS
 
 COST_PROMPT = "Explain how a rainbow forms, step by step."
-
-
-@dataclass(frozen=True)
-class EagleTrainConfig:
-    steps: int = 200
-    batch_tokens: int = 4096
-    lr: float = 1e-3
-    warmup: int = 20
-    noise: float = 0.05
-    feat_weight: float = 0.1
-    balance_inputs: bool = False     # scale f to |e| in fc's input (slows the feature path down; measured worse)
-    checkpoint_every: int = 25
-    heldout_fraction: float = 0.03
-    eval_prompts: int = 40
-    seed: int = 0
 
 
 # -- data --------------------------------------------------------------------------------------
