@@ -310,7 +310,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-tokens", type=int, default=d.warmup_tokens)
     p.add_argument("--target", default=None)
     p.add_argument("--draft", default=None)
-    p.add_argument("--eagle", default=None, help="EAGLE drafter folder ('none' = off; default: the shipped one)")
+    p.add_argument("--eagle", default=None, help="EAGLE drafter folder ('none' = off; default: the shipped one with the default pair)")
     p.add_argument("--device", default=ModelConfig().device)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--out", default=None, help="write every figure (per prompt and aggregated) to this JSON file")

@@ -73,7 +73,7 @@ def _generate_parser(sub):
     p.add_argument("--target", default=None, help="local folder, .gguf file or hub id (default: shipped SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default=None, help="local folder or hub id (default: the draft shipped in models/)")
     p.add_argument("--eagle", default=None, help="EAGLE drafter folder ('none' = off; default: the shipped one "
-                                                 "with the default target)")
+                                                 "with the default pair)")
     p.add_argument("--drafter", choices=DRAFTERS, default=_D.drafter,
                    help="who drafts: the EAGLE drafter, the standalone draft, or auto (EAGLE where available)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")

@@ -297,7 +297,7 @@ class ModelConfig:
 
     target: str | None = None
     draft: str | None = None
-    eagle: str | None = None          # EAGLE drafter folder; None = the shipped one with the default target, "none" = off
+    eagle: str | None = None          # EAGLE drafter folder; None = the shipped one with the default pair, "none" = off
     dtype: str = "auto"
     device: str = "auto"
 

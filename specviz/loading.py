@@ -252,7 +252,8 @@ def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
             "dtype": dtype_name, "device": str(device), "load_s": round(time.perf_counter() - t0, 2)}
     if cfg.draft is None and draft is target:
         info["draft"] = "target (self-draft)"
-    eagle_src = cfg.eagle if cfg.eagle is not None else (DEFAULT_EAGLE if cfg.target is None else None)
+    # the shipped EAGLE drafter comes with the default pair only: a user who names a draft gets that draft
+    eagle_src = cfg.eagle if cfg.eagle is not None else (DEFAULT_EAGLE if cfg.target is None and cfg.draft is None else None)
     eagle = None
     if eagle_src and eagle_src != "none":
         if Path(eagle_src, "eagle.safetensors").exists() or cfg.eagle is not None:

@@ -52,10 +52,9 @@ def drafter_kind(run: RunConfig, pair) -> str:
         return "none"
     lm = pair.drafter_lm(run.drafter)
     if run.method == "specdecpp" and run.drafter == "auto" and lm is pair.eagle:
-        from .specdecpp import head_for_pair
-        try:
-            head_for_pair(pair, lm)
-        except ValueError:
+        from .specdecpp import HEAD_FILE, head_folder
+        folder = head_folder(pair, lm)
+        if folder is None or not (folder / HEAD_FILE).exists():
             return "model"
     return "eagle" if lm is pair.eagle and lm is not None else "model"
 
