@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .lm import LM
+from .lm import LM, leading_run
 
 FC_KEY = "eagle_fc.weight"
 
@@ -149,11 +149,9 @@ class EagleLM(LM):
 
         The dropped committed tokens are fed again next round (`DraftLMDrafter.feed_pending`), now with
         the target's features, so the drafter's cache never holds a committed token seen through f^."""
-        positions = list(positions)
-        m = 0
-        while m < len(positions) and positions[m] == m and bool(self._exact[m]):
-            m += 1
-        self.crop(m)
+        m = leading_run(list(positions))
+        inexact = (~self._exact[:m]).nonzero()
+        self.crop(int(inexact[0]) if len(inexact) else m)
 
     def crop(self, n: int) -> None:
         """Keep the first n cached positions as they are (exact or not)."""

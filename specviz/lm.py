@@ -26,6 +26,15 @@ class Forward:
     logits: torch.Tensor
 
 
+def leading_run(positions: Sequence[int]) -> int:
+    """m such that positions[:m] == 0, 1, ..., m-1 (binary search: ascending distinct ids have positions[i] >= i)."""
+    lo, hi = 0, len(positions)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if positions[mid] == mid else (lo, mid)
+    return lo
+
+
 class LM:
     """A causal LM plus its KV cache.
 
@@ -76,11 +85,7 @@ class LM:
         """
         positions = list(positions)
         n = len(positions)
-        lo, hi = 0, n                                    # m = length of the leading run (binary search:
-        while lo < hi:                                   # ascending distinct ids have positions[i] >= i)
-            mid = (lo + hi) // 2
-            lo, hi = (mid + 1, hi) if positions[mid] == mid else (lo, mid)
-        m = lo
+        m = leading_run(positions)
         if m == n == self.length:
             return
         tail = positions[m:]

@@ -99,12 +99,15 @@ def test_greedy_equals_autoregressive_with_eagle(method, knobs):
     assert pair.eagle.forwards > 0
 
 
-def test_same_model_eagle_is_accepted_through_features():
-    """An EAGLE drafter whose layer is the target's only layer and fc = [0 | ...] copies nothing useful;
-    here we only check that a drafter wired to the target's features gets accepted more than chance."""
+def test_cache_holds_only_exactly_read_committed_tokens_between_rounds():
+    """After every round the drafter's cache is a prefix of the committed tokens, each read with the target's
+    feature of the position before it (accepted drafted positions are dropped and re-read)."""
     pair = eagle_pair(vocab=64)
-    rounds = list(iter_rounds(pair, PROMPT, RunConfig(method="chain", max_new_tokens=40, drafter="eagle")))
-    assert sum(len(r.emitted) for r in rounds) == 40
+    e, committed = pair.eagle, list(PROMPT)
+    for r in iter_rounds(pair, PROMPT, RunConfig(method="chain", max_new_tokens=40, drafter="eagle")):
+        committed += r.emitted
+        assert e.length < len(committed) and bool(e._exact[:e.length].all())
+        assert e.n_target == len(committed) - 1 or len(committed) - len(PROMPT) == 40
 
 
 V, N = 12, 2000
