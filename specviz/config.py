@@ -144,6 +144,7 @@ class EagleTrainConfig:
     batch_tokens: int = 4096
     lr: float = 1e-3
     warmup: int = 20
+    doc_prompts: int = 64            # long-context prompts in the distillation data (the draft's recipe: 64)
     noise: float = 0.05
     feat_weight: float = 0.1
     balance_inputs: bool = False     # scale f to |e| in fc's input (slows the feature path down; measured worse)
@@ -153,8 +154,8 @@ class EagleTrainConfig:
     seed: int = 0
 
     def __post_init__(self):
-        _check(min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts) >= 1,
-               "steps, batch tokens, checkpoint interval and eval prompts must be >= 1")
+        _check(min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts) >= 1 and self.doc_prompts >= 0,
+               "steps, batch tokens, checkpoint interval and eval prompts must be >= 1, doc prompts >= 0")
         _check(self.lr > 0 and self.noise >= 0 and self.feat_weight >= 0 and 0 < self.heldout_fraction < 1,
                "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)")
 

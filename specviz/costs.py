@@ -54,8 +54,10 @@ def _median_ms(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure_costs(pair, context: int = 128, max_tokens: int = 13, repeats: int = 7) -> StepCosts:
-    """Time one draft step and target forwards over 1..max_tokens tokens on a `context`-token cache."""
+def measure_costs(pair, context: int = 128, max_tokens: int = 13, repeats: int = 7, draft=None) -> StepCosts:
+    """Time one step of `draft` (default: the pair's standalone draft) and target forwards over 1..max_tokens
+    tokens on a `context`-token cache."""
+    draft = pair.draft if draft is None else draft
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(3, min(pair.target.vocab_size, 1000), (context + max_tokens,), generator=g).tolist()
 
@@ -63,13 +65,13 @@ def measure_costs(pair, context: int = 128, max_tokens: int = 13, repeats: int =
         lm.forward(ids[context:context + m])
         lm.crop(context)
 
-    for lm in (pair.target, pair.draft):
+    for lm in (pair.target, draft):
         lm.reset()
         lm.forward(ids[:context], rows=slice(0, 0))
         step(lm, 1)                                                           # warm-up
-    draft_ms = _median_ms(lambda: step(pair.draft, 1), repeats)
+    draft_ms = _median_ms(lambda: step(draft, 1), repeats)
     verify = tuple(_median_ms(lambda: step(pair.target, m), repeats) for m in range(1, max_tokens + 1))
-    for lm in (pair.target, pair.draft):
+    for lm in (pair.target, draft):
         lm.reset()
     return StepCosts(draft_ms, verify)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .config import DTYPES, ChainConfig, ModelConfig, RunConfig, SamplingConfig, SpecDecPPConfig
+from .config import DRAFTERS, DTYPES, ChainConfig, ModelConfig, RunConfig, SamplingConfig, SpecDecPPConfig
 from .costs import StepCosts, costs_from_rounds, hindsight_k, measure_costs, replay
 from .decode import encode_prompt, iter_rounds
 from .specdecpp import stop_point
@@ -50,8 +50,9 @@ def settings(ks: list[int], hs: list[float], base: SpecDecPPConfig) -> list[tupl
             + [(f"h={h:g}", {"method": "specdecpp", "specdecpp": replace(base, threshold=h)}) for h in hs])
 
 
-def timed(pair, ids: list[int], method: dict, temperature: float, tokens: int, seed: int) -> dict:
-    run = RunConfig(max_new_tokens=tokens, sampling=SamplingConfig(temperature=temperature, seed=seed), **method)
+def timed(pair, ids: list[int], method: dict, temperature: float, tokens: int, seed: int, drafter: str = "auto") -> dict:
+    run = RunConfig(max_new_tokens=tokens, sampling=SamplingConfig(temperature=temperature, seed=seed), drafter=drafter,
+                    **method)
     rounds = list(iter_rounds(pair, ids, run))
     return {"tokens": sum(len(r.emitted) for r in rounds), "ms": sum(r.draft_ms + r.verify_ms + r.overhead_ms for r in rounds),
             "rounds": len(rounds), "drafted": sum(r.n_drafted for r in rounds),
@@ -59,12 +60,12 @@ def timed(pair, ids: list[int], method: dict, temperature: float, tokens: int, s
 
 
 def sweep(pair, prompts: dict[str, list[list[int]]], grid: list[tuple[str, dict]], temperatures: list[float],
-          tokens: int, seed: int = 0, progress: bool = True) -> list[dict]:
+          tokens: int, seed: int = 0, progress: bool = True, drafter: str = "auto") -> list[dict]:
     """One record per (temperature, family, prompt, setting)."""
     first = next(iter(prompts.values()))[0]
     for t in temperatures:                                             # untimed warm-up
         for _, method in grid:
-            timed(pair, first, method, t, 8, seed)
+            timed(pair, first, method, t, 8, seed, drafter)
     n = len(temperatures) * sum(map(len, prompts.values())) * len(grid)
     bar = tqdm(total=n, unit="run", disable=not progress, file=sys.stderr)
     records = []
@@ -74,7 +75,7 @@ def sweep(pair, prompts: dict[str, list[list[int]]], grid: list[tuple[str, dict]
             for ids in items:
                 for key, method in grid[i % len(grid):] + grid[:i % len(grid)]:
                     bar.set_postfix_str(f"T={t:g} {fam} {key}", refresh=False)
-                    rec = timed(pair, ids, method, t, tokens, seed + i)
+                    rec = timed(pair, ids, method, t, tokens, seed + i, drafter)
                     records.append({"temperature": t, "family": fam, "prompt": i, "setting": key, **rec})
                     bar.update()
                 i += 1
@@ -135,12 +136,13 @@ def report(summary: dict) -> str:
 
 # -- picking h ---------------------------------------------------------------------------------
 
-def calibration_rounds(pair, prompts: list[list[int]], temperature: float, k_cal: int, tokens: int, seed: int = 0):
+def calibration_rounds(pair, prompts: list[list[int]], temperature: float, k_cal: int, tokens: int, seed: int = 0,
+                       drafter: str = "auto"):
     """Rounds drafted to exactly k_cal candidates (k_min = k_max = k_cal), head factors recorded; EOS-cut ones kept."""
     cfg = SpecDecPPConfig(threshold=0.5, k_min=k_cal, k_max=k_cal)
     out = []
     for i, ids in enumerate(tqdm(prompts, desc=f"calibration T={temperature:g}", unit="prompt")):
-        run = RunConfig(method="specdecpp", max_new_tokens=tokens, specdecpp=cfg,
+        run = RunConfig(method="specdecpp", max_new_tokens=tokens, specdecpp=cfg, drafter=drafter,
                         sampling=SamplingConfig(temperature=temperature, seed=seed + i))
         out += [r for r in iter_rounds(pair, ids, run) if r.stop_reason in ("k_max", "eos")]
     return out
@@ -172,13 +174,15 @@ def choose_threshold(rounds, costs: StepCosts, eos_ids: set[int], hs: list[float
 
 
 def pick_h(pair, n_prompts: int, tokens: int, temperatures: list[float], k_cal: int, hs: list[float],
-           k_maxs: list[int], k_min: int, seed: int = 0) -> dict:
+           k_maxs: list[int], k_min: int, seed: int = 0, drafter: str = "auto") -> dict:
     from .train.prompts import compose
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(n_prompts, 104729 + seed)]
-    measured = measure_costs(pair, max_tokens=k_cal + 1)
-    out = {"measured": measured.to_dict()}
+    from .methods import drafter_kind
+    kind = drafter_kind(RunConfig(method="specdecpp", drafter=drafter), pair)     # what SpecDec++ drafts with
+    measured = measure_costs(pair, max_tokens=k_cal + 1, draft=pair.drafter_lm(kind))
+    out = {"drafter": kind, "measured": measured.to_dict()}
     for t in temperatures:
-        rounds = calibration_rounds(pair, prompts, t, k_cal, tokens, seed)
+        rounds = calibration_rounds(pair, prompts, t, k_cal, tokens, seed, kind)
         seen = costs_from_rounds(rounds)                   # draft step and round overhead as the drafter sees them
         costs = StepCosts(seen.draft_ms, measured.verify_ms, seen.overhead_ms)
         out[f"T={t:g}"] = choose_threshold(rounds, costs, pair.eos_ids, hs, k_maxs, k_min)
@@ -191,7 +195,7 @@ def main(argv=None) -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="time SpecDec++ against fixed K on chat / math / code")
     r.add_argument("--per-family", type=int, default=8)
-    r.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4, 5, 6])
+    r.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 6])
     r.add_argument("--hs", type=float, nargs="+", default=[0.3, 0.5, 0.7, 0.9])
     p = sub.add_parser("pick-h", help="choose h from this machine's measured step costs")
     p.add_argument("--prompts", type=int, default=16)
@@ -202,6 +206,8 @@ def main(argv=None) -> None:
         a.add_argument("--tokens", type=int, default=64)
         a.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
         a.add_argument("--draft", help="draft folder with its acceptance head (default: models/smollm2-draft)")
+        a.add_argument("--drafter", choices=DRAFTERS, default=RunConfig().drafter,
+                       help="which draft drafts (auto: the EAGLE drafter where it has an acceptance head)")
         a.add_argument("--dtype", default=ModelConfig().dtype, choices=DTYPES)
         a.add_argument("--seed", type=int, default=0)
         a.add_argument("--out", help="write the full results as JSON here")
@@ -213,14 +219,14 @@ def main(argv=None) -> None:
     pair = load_pair(ModelConfig(draft=a.draft, dtype=a.dtype, device="cpu"))
     if a.cmd == "run":
         prompts = family_prompts(pair.tokenizer, a.per_family, a.seed)
-        records = sweep(pair, prompts, settings(a.ks, a.hs, d), a.temperatures, a.tokens, a.seed)
+        records = sweep(pair, prompts, settings(a.ks, a.hs, d), a.temperatures, a.tokens, a.seed, drafter=a.drafter)
         result = {"summary": summarize(records, d.threshold), "config": vars(a), "specdecpp": asdict(d),
                   "greedy_mismatches": greedy_mismatches(records),
                   "records": [{k: v for k, v in x.items() if k != "output"} for x in records]}
         print(report(result["summary"]))
         print(f"\nT=0 outputs that differ from autoregressive ({pair.info['dtype']}): {len(result['greedy_mismatches'])}")
     else:
-        result = pick_h(pair, a.prompts, a.tokens, a.temperatures, a.k_cal, a.hs, a.k_maxs, d.k_min, a.seed)
+        result = pick_h(pair, a.prompts, a.tokens, a.temperatures, a.k_cal, a.hs, a.k_maxs, d.k_min, a.seed, a.drafter)
         for key, v in result.items():
             if key.startswith("T="):
                 print(f"{key}: pick h={v['h']:g} (k_max {v['k_max']}), best fixed K={v['best_k']}, modelled gain "

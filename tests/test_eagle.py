@@ -201,3 +201,31 @@ def test_resolved_drafter_is_recorded():
     assert drafter_kind(RunConfig(method="ar"), pair) == "none"
     assert drafter_kind(RunConfig(method="specdecpp"), pair) == "model"      # no head trained on the EAGLE drafter
     assert drafter_kind(RunConfig(method="specdecpp", drafter="eagle"), pair) == "eagle"
+
+
+def test_acceptance_head_rows_match_the_engine():
+    """Head data for a feature drafter (train/head_data.eagle_rows), greedy regime, no target-token mixing:
+    each label is 1[target argmax = drafter argmax] with the drafter reading the target's text through exact
+    features, and the first drafted token's row holds the hidden state the engine computes when it drafts it."""
+    from specviz.config import HeadTrainConfig
+    from specviz.train.head_data import eagle_rows
+    pair = eagle_pair()
+    cfg = HeadTrainConfig(prompts=2, new_tokens=6, gen_batch=1, greedy_fraction=1.0, mixing_ratio=0.0)
+    rows = eagle_rows(pair.target, pair.eagle, [PROMPT], cfg, True, torch.Generator().manual_seed(0), set(), 0)
+    target, e = pair.target, pair.eagle
+    target.reset()
+    fwd = target.forward(PROMPT)
+    feats, xs = [fwd.hidden], []
+    for _ in range(cfg.new_tokens):
+        xs.append(int(fwd.logits[-1].argmax()))
+        fwd = target.forward([xs[-1]])
+        feats.append(fwd.hidden)
+    e.reset()
+    e.add_target_features(0, torch.cat(feats))
+    q = e.forward(PROMPT + xs[:-1]).logits[len(PROMPT) - 1:]                 # q for X_0 .. X_5
+    assert rows["label"].tolist() == [float(a == b) for a, b in zip(q.argmax(-1).tolist(), xs)]
+    e.reset()                                 # a round's start: the target has read all but the last token
+    e.add_target_features(0, feats[0][:-1])
+    e.forward(PROMPT)
+    first = e.forward([int(q[0].argmax())]).hidden[-1]                         # the engine drafts D_0
+    torch.testing.assert_close(rows["features"][0], first.float(), rtol=1e-4, atol=1e-5)

@@ -341,6 +341,13 @@ def _previous(prev: dict | None) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def _docs(cfg: EagleTrainConfig) -> str:
+    base = DraftTrainConfig().doc_prompts
+    return "" if cfg.doc_prompts == base else (
+        f", with {cfg.doc_prompts} long-context prompts (summarize / answer / extract over texts the target wrote)"
+        f" where the draft's recipe has {base}")
+
+
 def write_card(out: Path, cfg: EagleTrainConfig, facts: dict, res: dict | None) -> None:
     mb = (out / "eagle.safetensors").stat().st_size / 1e6
     h = facts["history"]
@@ -356,8 +363,8 @@ Hugging Face assisted generation cannot drive a feature drafter: the standalone 
 
 ## Recipe (`python -m specviz.train eagle`, seed {cfg.seed})
 - init: the standalone draft's layer and norm, fc = [I | 0] (so step 0 is that draft exactly).
-- data: the standalone draft's distillation sequences ({facts['train_seqs']} sequences, {facts['train_tokens']:,}
-  tokens, {facts['train_resp']:,} response positions; `python -m specviz.train draft` builds them) plus the
+- data: the standalone draft's distillation sequences{_docs(cfg)} ({facts['train_seqs']} sequences,
+  {facts['train_tokens']:,} tokens, {facts['train_resp']:,} response positions; `python -m specviz.train draft` builds them) plus the
   target's features at every token (one teacher-forced pass, cached under --work: {facts['feature_min']:.1f} min in
   this run, about 9 min when computed); {facts['held_seqs']}
   greedy sequences held out for validation.
@@ -395,7 +402,7 @@ def main(argv=None) -> None:
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
-    data = distillation_data(pair, DraftTrainConfig(), work)
+    data = distillation_data(pair, DraftTrainConfig(doc_prompts=cfg.doc_prompts), work)
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
     t1 = time.perf_counter()
     order = list(range(len(data)))

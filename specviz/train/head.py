@@ -126,12 +126,15 @@ def _data_key(cfg: HeadTrainConfig, pair_id: str) -> str:
 
 def main(argv=None) -> None:
     from ..decode import encode_prompt
-    from ..loading import DEFAULT_DRAFT, cache_dir, load_pair
+    from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
     from ..sampling import make_rng
     d = HeadTrainConfig()
     ap = argparse.ArgumentParser(prog="python -m specviz.train head", description="Train the SpecDec++ acceptance head.")
     ap.add_argument("--target", help="target model (default: the offline default)")
     ap.add_argument("--draft", help="draft folder (default: models/smollm2-draft); the head is written beside it")
+    ap.add_argument("--eagle", nargs="?", const=DEFAULT_EAGLE, metavar="FOLDER",
+                    help="train the head for an EAGLE drafter instead (default folder: models/smollm2-eagle); "
+                         "the head is written beside it")
     ap.add_argument("--dtype", default="fp32", choices=DTYPES,
                     help="for data generation; fp32 because batched bf16 matmuls have no fast path on AVX2 CPUs")
     for name in ("prompts", "new_tokens", "gen_batch", "epochs", "batch", "num_layers", "seed"):
@@ -143,17 +146,18 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     cfg = replace(d, **{k: getattr(a, k) for k in asdict(d)})
     t0 = time.perf_counter()
-    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device="cpu"))
-    if pair.draft is pair.target:
+    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device="cpu", eagle=a.eagle or "none"))
+    if pair.draft is pair.target and not a.eagle:
         raise SystemExit("no draft model found: train the draft first (python -m specviz.train draft)")
-    folder = a.draft or DEFAULT_DRAFT
-    digest = file_digest(Path(folder) / "draft.safetensors")
+    drafter = pair.eagle if a.eagle else pair.draft
+    folder = a.eagle or a.draft or DEFAULT_DRAFT
+    digest = file_digest(Path(folder) / ("eagle.safetensors" if a.eagle else "draft.safetensors"))
     rng = make_rng(cfg.seed)
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
     folder_data = cache_dir() / "train" / f"head-data-{_data_key(cfg, pair.info['target'] + digest + a.dtype)}"
     bar = tqdm(total=len(prompts) * cfg.new_tokens, desc="head data", unit="tok")
     pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
-    data = build_head_data(pair.target, pair.draft, prompts, cfg, pair.eos_ids, pad, bar.update, folder_data)
+    data = build_head_data(pair.target, drafter, prompts, cfg, pair.eos_ids, pad, bar.update, folder_data)
     bar.close()
     data_s = time.perf_counter() - t0
     train, heldout = split_by_prompt(data, len(prompts), cfg.heldout_fraction, rng)
@@ -163,7 +167,7 @@ def main(argv=None) -> None:
     head, history = train_head(fit, val, cfg, rng)
     best = min(history, key=lambda h: h["loss"])
     final = {"epoch": best["epoch"], **evaluate(head, heldout, cfg.reject_weight)}
-    meta = {"target": pair.info["target"], "draft": pair.info["draft"], "draft_sha256": digest,
+    meta = {"target": pair.info["target"], "draft": pair.info["eagle"] if a.eagle else pair.info["draft"], "draft_sha256": digest,
             "recipe": asdict(cfg), "heldout": final, "train_rows": len(fit.label), "val_rows": len(val.label),
             "val_history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()
                              if k in ("epoch", "loss", "auc")} for h in history],

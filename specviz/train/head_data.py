@@ -14,6 +14,13 @@ Mixing (official recipe): the head's input sequence is Z_i = X_i with probabilit
 D_i; the draft runs over prompt + Z, and the hidden state at the position of each D_i (the head
 scores the token it reads, as at inference) is stored with y_i. Target positions carry no label.
 The draft is frozen, so features are computed once and the head trains on them.
+
+A feature drafter (eagle.EagleLM, which reads the target's features f beside each token) is labelled
+the same way, teacher-forced: its q_i reads X_<i with the target's exact features, as the first
+drafted token of a round does. Its mixed sequence is read as the engine reads a round: a target
+token Z_j = X_j with the exact feature f_(j-1), a draft token Z_j = D_j with the drafter's own
+prediction f^_(j-1) of its parent (taken from a first pass over Z with exact features everywhere, the
+two-pass approximation the drafter itself was trained with).
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ import torch
 from transformers import DynamicCache
 
 from ..config import HeadTrainConfig, SamplingConfig
+from ..eagle import eagle_inputs
 from ..lm import LM
 from ..sampling import warp
 
@@ -68,6 +76,70 @@ def _draw(probs: torch.Tensor, greedy: bool, rng: torch.Generator) -> torch.Tens
     if greedy:
         return probs.argmax(-1)
     return torch.multinomial(probs, 1, generator=rng)[:, 0]
+
+
+def _positions(mask: torch.Tensor, n: int) -> torch.Tensor:
+    return (mask.cumsum(-1) - 1).clamp(min=0)[:, -n:]
+
+
+def _eagle_forward(lm: LM, ids: torch.Tensor, feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A feature drafter over whole padded sequences: ids (B, L), input features (B, L, H) -> f^ (B, L, H)."""
+    g = eagle_inputs(lm.model, ids, feats)
+    return lm.base(inputs_embeds=g, attention_mask=mask, position_ids=_positions(mask, ids.shape[1])).last_hidden_state
+
+
+def _shift(f: torch.Tensor) -> torch.Tensor:
+    """Input features f_(j-1) at j (zeros at j = 0)."""
+    return torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)
+
+
+@torch.inference_mode()
+def eagle_rows(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, greedy: bool,
+               rng: torch.Generator, eos_ids: set[int], pad: int) -> dict[str, torch.Tensor]:
+    """`batch_rows` for a feature drafter (see the module docstring)."""
+    dev = target.device
+    regime = GREEDY if greedy else SAMPLED
+    ids, mask = _left_pad(prompts, pad, dev)
+    cache = DynamicCache(config=target.config)
+    hs = [_forward(target, ids, mask, cache)]                                   # target features f, block by block
+    B, T, L = len(prompts), cfg.new_tokens, ids.shape[1]
+    X = torch.zeros(B, T, dtype=torch.long, device=dev)
+    alive = torch.ones(B, T, dtype=torch.bool, device=dev)
+    live = torch.ones(B, dtype=torch.bool, device=dev)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=dev)
+    for t in range(T):
+        x = _draw(warp(target.logits(hs[-1][:, -1]), regime), greedy, rng)
+        X[:, t], alive[:, t] = x, live
+        live = live & ~torch.isin(x, eos)
+        if not live.any() or t == T - 1:
+            alive[:, t + 1:] = False
+            break
+        mask = torch.cat([mask, torch.ones(B, 1, dtype=mask.dtype, device=dev)], 1)
+        hs.append(_forward(target, x[:, None], mask, cache))
+    n = len(hs) - 1                                                             # continuation positions with f
+    X, alive = X[:, :n + 1], alive[:, :n + 1]
+    f = torch.cat(hs, 1)                                                        # (B, L + n, H): f over prompt + X
+    seq, full = torch.cat([ids, X], 1), torch.cat([mask[:, :L], torch.ones(B, n + 1, dtype=mask.dtype, device=dev)], 1)
+    # q_i: the drafter on the target's text with exact features; p_i: the target at the same positions
+    h_d = _eagle_forward(draft, seq[:, :-1], _shift(f), full[:, :-1])[:, L - 1:]           # (B, n + 1, H)
+    h_t = f[:, L - 1:]
+    Y, D, Q = (torch.zeros(B, n + 1, dtype=dt, device=dev) for dt in (torch.float, torch.long, torch.float))
+    for i in range(n + 1):
+        p, q = warp(target.logits(h_t[:, i]), regime), warp(draft.logits(h_d[:, i]), regime)
+        d = _draw(q, greedy, rng)
+        q_d = q.gather(1, d[:, None])[:, 0]
+        Y[:, i] = (X[:, i] == d).float() if greedy else torch.clamp(p.gather(1, d[:, None])[:, 0] / q_d, max=1.0)
+        D[:, i], Q[:, i] = d, q_d
+    use_target = (torch.rand(B, n + 1, generator=rng, device=rng.device) < cfg.mixing_ratio).to(dev)
+    Z = torch.cat([ids, torch.where(use_target, X, D)], 1)
+    exact = _shift(torch.cat([f, torch.zeros_like(f[:, :1])], 1))                          # f_(j-1) along X
+    first = _eagle_forward(draft, Z, exact, full)
+    own = torch.cat([torch.ones_like(ids, dtype=torch.bool), use_target], 1)               # reads an exact f
+    feats = _eagle_forward(draft, Z, torch.where(own[..., None], exact, _shift(first)), full)[:, L:]
+    keep = alive & ~use_target
+    rows = keep.nonzero()
+    return {"features": feats[keep].float().cpu(), "label": Y[keep].cpu(), "q_draft": Q[keep].cpu(),
+            "greedy": torch.full((len(rows),), float(greedy)), "seq": rows[:, 0].cpu()}
 
 
 @torch.inference_mode()
@@ -125,7 +197,8 @@ def build_head_data(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTr
         else:
             rng = torch.Generator(device=target.device).manual_seed(cfg.seed * 1_000_003 + b)
             greedy = bool(torch.rand((), generator=rng, device=rng.device) < cfg.greedy_fraction)
-            r = batch_rows(target, draft, [prompts[i] for i in idx], cfg, greedy, rng, eos_ids, pad)
+            rows_of = eagle_rows if draft.wants_target_features else batch_rows
+            r = rows_of(target, draft, [prompts[i] for i in idx], cfg, greedy, rng, eos_ids, pad)
             r["prompt"] = torch.tensor(idx)[r.pop("seq")]
             if path is not None:
                 folder.mkdir(parents=True, exist_ok=True)
