@@ -97,6 +97,32 @@ def test_q_feature_head_needs_q_and_round_trips(tmp_path):
     assert cfg["q_feature"] is True and torch.equal(again.accept_prob(x, q), p)
 
 
+def test_regime_head_reads_the_decoding_regime(tmp_path, tiny_pair):
+    with pytest.raises(ValueError, match="q_feature"):
+        AcceptanceHead(32, regime_feature=True)
+    head = AcceptanceHead(32, num_layers=1, rng=make_rng(2), q_feature=True, regime_feature=True)
+    x, q = torch.randn(5, 32), torch.rand(5)
+    with pytest.raises(ValueError, match="greedy"):
+        head(x, q)
+    p = head.accept_prob(x, q, True)
+    assert not torch.equal(p, head.accept_prob(x, q, False))
+    assert torch.equal(p, head.accept_prob(x, q, torch.ones(5)))
+    save_head(head, tmp_path, {"target": "tiny"})
+    again, cfg = load_head(tmp_path)
+    assert cfg["regime_feature"] is True and torch.equal(again.accept_prob(x, q, True), p)
+    # the drafter passes its own regime: at T = 0 the factor of step 2 is the greedy one
+    pair = tiny_pair("random")
+    head = AcceptanceHead(pair.draft.config.hidden_size, 1, rng=make_rng(0), q_feature=True, regime_feature=True)
+    prop = SpecDecPPDrafter(pair.draft, SamplingConfig(), make_rng(0), head, SpecDecPPConfig(0.5, 3, 3),
+                            pair.eos_ids).propose(PROMPT, 10)
+    pair.draft.reset()
+    z = pair.draft.forward(PROMPT).logits[-1]
+    y1 = int(z.argmax())
+    h1 = pair.draft.forward([y1]).hidden[-1]
+    q1 = float(torch.softmax(z.float(), -1)[y1])
+    assert prop.info["accept_probs"][1] == pytest.approx(float(head.accept_prob(h1, q1, True)), rel=1e-4)
+
+
 def test_missing_head_is_a_clear_error(tiny_pair):
     with pytest.raises(ValueError, match="acceptance head"):
         head_for_pair(tiny_pair("near"))

@@ -64,7 +64,8 @@ def unweight(prob: torch.Tensor, w: float) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate(head: AcceptanceHead, data: HeadData, w: float) -> dict:
-    logits = torch.cat([head(f, q) for f, q in zip(data.features.split(4096), data.q_draft.split(4096))])
+    logits = torch.cat([head(f, q, g) for f, q, g in zip(data.features.split(4096), data.q_draft.split(4096),
+                                                         data.greedy.split(4096))])
     prob = torch.sigmoid(logits[:, 1] - logits[:, 0])
     y = data.label
     out = {"rows": len(y), "mean_label": float(y.mean()), "loss": float(soft_bce(logits, y, w)),
@@ -82,7 +83,8 @@ def train_head(train: HeadData, val: HeadData, cfg: HeadTrainConfig, rng: torch.
     """AdamW, cosine schedule with 3% warm-up, up to cfg.epochs; metrics on `val` after every epoch, and
     the head of the epoch with the least `val` loss is returned (early stopping: the head over-fits the
     rows of one draft within a few epochs; `val` must be other prompts than the reported held-out set)."""
-    head = AcceptanceHead(train.features.shape[1], cfg.num_layers, rng=rng, q_feature=cfg.q_feature)
+    head = AcceptanceHead(train.features.shape[1], cfg.num_layers, rng=rng, q_feature=cfg.q_feature,
+                          regime_feature=cfg.regime_feature)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
     per_epoch = math.ceil(len(train.label) / cfg.batch)
     total, warm = per_epoch * cfg.epochs, max(1, int(0.03 * per_epoch * cfg.epochs))
@@ -93,7 +95,8 @@ def train_head(train: HeadData, val: HeadData, cfg: HeadTrainConfig, rng: torch.
     for epoch in range(cfg.epochs):
         head.train()
         for idx in torch.randperm(len(train.label), generator=rng).split(cfg.batch):
-            loss = soft_bce(head(train.features[idx], train.q_draft[idx]), train.label[idx], cfg.reject_weight)
+            loss = soft_bce(head(train.features[idx], train.q_draft[idx], train.greedy[idx]), train.label[idx],
+                            cfg.reject_weight)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -143,6 +146,8 @@ def main(argv=None) -> None:
         ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name))
     ap.add_argument("--q-feature", action=argparse.BooleanOptionalAction, default=d.q_feature,
                     help="also feed log q(Y) to the head (--no-q-feature: the paper's hidden-state-only head)")
+    ap.add_argument("--regime-feature", action=argparse.BooleanOptionalAction, default=d.regime_feature,
+                    help="also feed whether the round is greedy or sampled (needs --q-feature)")
     a = ap.parse_args(argv)
     cfg = replace(d, **{k: getattr(a, k) for k in asdict(d)})
     t0 = time.perf_counter()
