@@ -81,6 +81,11 @@ def eagle_inputs(model, input_ids: torch.Tensor, feats: torch.Tensor) -> torch.T
     return model.eagle_fc(torch.cat([e, feats.to(e.dtype)], -1))
 
 
+def previous_features(f: torch.Tensor) -> torch.Tensor:
+    """(B, L, H) features f_t -> the inputs f_(t-1) at each t (zeros at t = 0)."""
+    return torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)
+
+
 def _fit(buf: torch.Tensor, n: int) -> torch.Tensor:
     """`buf` if it holds n rows, else a copy grown to max(n, 2 x its size) (amortised O(1) appends)."""
     if n <= len(buf):

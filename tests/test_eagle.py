@@ -204,14 +204,14 @@ def test_resolved_drafter_is_recorded():
 
 
 def test_acceptance_head_rows_match_the_engine():
-    """Head data for a feature drafter (train/head_data.eagle_rows), greedy regime, no target-token mixing:
+    """Head data for a feature drafter (train/head_data.batch_rows), greedy regime, no target-token mixing:
     each label is 1[target argmax = drafter argmax] with the drafter reading the target's text through exact
     features, and the first drafted token's row holds the hidden state the engine computes when it drafts it."""
     from specviz.config import HeadTrainConfig
-    from specviz.train.head_data import eagle_rows
+    from specviz.train.head_data import batch_rows
     pair = eagle_pair()
     cfg = HeadTrainConfig(prompts=2, new_tokens=6, gen_batch=1, greedy_fraction=1.0, mixing_ratio=0.0)
-    rows = eagle_rows(pair.target, pair.eagle, [PROMPT], cfg, True, torch.Generator().manual_seed(0), set(), 0)
+    rows = batch_rows(pair.target, pair.eagle, [PROMPT], cfg, True, torch.Generator().manual_seed(0), set(), 0)
     target, e = pair.target, pair.eagle
     target.reset()
     fwd = target.forward(PROMPT)

@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from ..config import DraftTrainConfig, EagleTrainConfig, ModelConfig
-from ..eagle import FC_KEY, build_eagle
+from ..eagle import FC_KEY, build_eagle, previous_features
 from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
 from .data import Distill
 from .draft import HEAD_KEY, _checkpoint, _resume, batch_plan, distill_loss, lr_at   # lr_at reads lr/warmup/steps
@@ -99,11 +99,6 @@ def _batch(data: Distill, feats: torch.Tensor, seqs: list[int]):
     return x, f, valid, torch.cat(rows), torch.cat(pos)
 
 
-def _shift(f: torch.Tensor) -> torch.Tensor:
-    """Inputs f_{t-1} at t (zeros at t = 0)."""
-    return torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)
-
-
 def _pass(model, x, fin):
     fin = fin * getattr(model, "eagle_feature_scale", 1.0)
     g = model.eagle_fc(torch.cat([model.get_input_embeddings()(x), fin], -1))
@@ -112,7 +107,7 @@ def _pass(model, x, fin):
 
 def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, scale: float, gen=None):
     x, f, valid, rows, pos = _batch(data, feats, seqs)
-    fin = _shift(f)
+    fin = previous_features(f)
     if cfg.noise > 0:
         fin = fin + torch.randn(fin.shape, generator=gen) * (cfg.noise * scale)
     total, parts = 0.0, {}
@@ -122,7 +117,7 @@ def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, sca
         reg = F.smooth_l1_loss(h[valid] / scale, f[valid] / scale)
         total = total + ce + cfg.feat_weight * reg
         parts[f"ce{k}"] = float(ce)
-        fin = _shift(h.detach())
+        fin = previous_features(h.detach())
     return total, parts
 
 
@@ -132,8 +127,8 @@ def agreement(model, data: Distill, feats, head_w, slot, limit: int = 4000) -> t
     hit1 = hit2 = tot = 0
     for s in range(len(data)):
         x, f, valid, rows, pos = _batch(data, feats, [s])
-        h1 = _pass(model, x, _shift(f))
-        h2 = _pass(model, x, _shift(h1))
+        h1 = _pass(model, x, previous_features(f))
+        h2 = _pass(model, x, previous_features(h1))
         want = slot[data.top_ids[rows, 0].long()]
         p1 = (h1[pos[:, 0], pos[:, 1]] @ head_w.T).argmax(-1)
         p2 = (h2[pos[:, 0], pos[:, 1]] @ head_w.T).argmax(-1)

@@ -31,7 +31,7 @@ import torch
 from transformers import DynamicCache
 
 from ..config import HeadTrainConfig, SamplingConfig
-from ..eagle import eagle_inputs
+from ..eagle import eagle_inputs, previous_features
 from ..lm import LM
 from ..sampling import warp
 
@@ -55,10 +55,14 @@ class HeadData:
         return {k: getattr(self, k).contiguous() for k in ("features", "label", "greedy", "prompt", "q_draft")}
 
 
+def _positions(mask: torch.Tensor, n: int) -> torch.Tensor:
+    return (mask.cumsum(-1) - 1).clamp(min=0)[:, -n:]
+
+
 def _forward(lm: LM, ids: torch.Tensor, mask: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
     """Batched forward of ids (B, L) on top of `cache`; mask (B, past + L) marks real tokens. -> hidden (B, L, H)."""
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1]:]
-    out = lm.base(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True)
+    out = lm.base(input_ids=ids, attention_mask=mask, position_ids=_positions(mask, ids.shape[1]), cache=cache,
+                  use_cache=True)
     return out.last_hidden_state
 
 
@@ -78,35 +82,70 @@ def _draw(probs: torch.Tensor, greedy: bool, rng: torch.Generator) -> torch.Tens
     return torch.multinomial(probs, 1, generator=rng)[:, 0]
 
 
-def _positions(mask: torch.Tensor, n: int) -> torch.Tensor:
-    return (mask.cumsum(-1) - 1).clamp(min=0)[:, -n:]
-
-
 def _eagle_forward(lm: LM, ids: torch.Tensor, feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """A feature drafter over whole padded sequences: ids (B, L), input features (B, L, H) -> f^ (B, L, H)."""
     g = eagle_inputs(lm.model, ids, feats)
     return lm.base(inputs_embeds=g, attention_mask=mask, position_ids=_positions(mask, ids.shape[1])).last_hidden_state
 
 
-def _shift(f: torch.Tensor) -> torch.Tensor:
-    """Input features f_(j-1) at j (zeros at j = 0)."""
-    return torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], 1)
-
-
 @torch.inference_mode()
-def eagle_rows(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, greedy: bool,
+def batch_rows(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, greedy: bool,
                rng: torch.Generator, eos_ids: set[int], pad: int) -> dict[str, torch.Tensor]:
-    """`batch_rows` for a feature drafter (see the module docstring)."""
-    dev = target.device
-    regime = GREEDY if greedy else SAMPLED
-    ids, mask = _left_pad(prompts, pad, dev)
+    """Continue a batch of prompts with the target, label the draft's alternatives, mix, featurise."""
+    ids, mask = _left_pad(prompts, pad, target.device)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=target.device)
+    rows_of = _feature_draft_rows if draft.wants_target_features else _token_draft_rows
+    feats, Y, Q, keep = rows_of(target, draft, ids, mask, cfg, greedy, rng, eos)
+    rows = keep.nonzero()
+    return {"features": feats[keep].float().cpu(), "label": Y[keep].cpu(), "q_draft": Q[keep].cpu(),
+            "greedy": torch.full((len(rows),), float(greedy)), "seq": rows[:, 0].cpu()}
+
+
+def _label(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, greedy: bool, rng) -> tuple[torch.Tensor, ...]:
+    """The draft's alternative d ~ q, its label y and q(d), per row."""
+    d = _draw(q, greedy, rng)
+    q_d = q.gather(1, d[:, None])[:, 0]
+    y = (x == d).float() if greedy else torch.clamp(p.gather(1, d[:, None])[:, 0] / q_d, max=1.0)
+    return d, y, q_d
+
+
+def _token_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
+    dev, regime = target.device, GREEDY if greedy else SAMPLED
+    caches = DynamicCache(config=target.config), DynamicCache(config=draft.config)
+    h_t = _forward(target, ids, mask, caches[0])[:, -1]
+    h_d = _forward(draft, ids, mask, caches[1])[:, -1]
+    B, T = len(ids), cfg.new_tokens
+    X, D, Y, Q = (torch.zeros(B, T, dtype=dt, device=dev) for dt in (torch.long, torch.long, torch.float, torch.float))
+    alive = torch.ones(B, T, dtype=torch.bool, device=dev)
+    live = torch.ones(B, dtype=torch.bool, device=dev)
+    for t in range(T):
+        p, q = warp(target.logits(h_t), regime), warp(draft.logits(h_d), regime)            # (B, V)
+        x = _draw(p, greedy, rng)
+        d, y, q_d = _label(p, q, x, greedy, rng)
+        X[:, t], D[:, t], Y[:, t], Q[:, t], alive[:, t] = x, d, y, q_d, live
+        live = live & ~torch.isin(x, eos)
+        if not live.any():
+            alive[:, t + 1:] = False
+            break
+        mask = torch.cat([mask, torch.ones(B, 1, dtype=mask.dtype, device=dev)], 1)
+        h_t = _forward(target, x[:, None], mask, caches[0])[:, -1]
+        h_d = _forward(draft, x[:, None], mask, caches[1])[:, -1]
+    use_target = (torch.rand(B, T, generator=rng, device=rng.device) < cfg.mixing_ratio).to(dev)
+    Z = torch.where(use_target, X, D)
+    full_mask = torch.cat([mask[:, :ids.shape[1]], torch.ones(B, T, dtype=mask.dtype, device=dev)], 1)
+    feats = _forward(draft, torch.cat([ids, Z], 1), full_mask, DynamicCache(config=draft.config))[:, ids.shape[1]:]
+    return feats, Y, Q, alive & ~use_target
+
+
+def _feature_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
+    """The rows of a feature drafter (see the module docstring)."""
+    dev, regime = target.device, GREEDY if greedy else SAMPLED
     cache = DynamicCache(config=target.config)
     hs = [_forward(target, ids, mask, cache)]                                   # target features f, block by block
-    B, T, L = len(prompts), cfg.new_tokens, ids.shape[1]
+    B, T, L = len(ids), cfg.new_tokens, ids.shape[1]
     X = torch.zeros(B, T, dtype=torch.long, device=dev)
     alive = torch.ones(B, T, dtype=torch.bool, device=dev)
     live = torch.ones(B, dtype=torch.bool, device=dev)
-    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=dev)
     for t in range(T):
         x = _draw(warp(target.logits(hs[-1][:, -1]), regime), greedy, rng)
         X[:, t], alive[:, t] = x, live
@@ -121,63 +160,19 @@ def eagle_rows(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainCo
     f = torch.cat(hs, 1)                                                        # (B, L + n, H): f over prompt + X
     seq, full = torch.cat([ids, X], 1), torch.cat([mask[:, :L], torch.ones(B, n + 1, dtype=mask.dtype, device=dev)], 1)
     # q_i: the drafter on the target's text with exact features; p_i: the target at the same positions
-    h_d = _eagle_forward(draft, seq[:, :-1], _shift(f), full[:, :-1])[:, L - 1:]           # (B, n + 1, H)
+    h_d = _eagle_forward(draft, seq[:, :-1], previous_features(f), full[:, :-1])[:, L - 1:]  # (B, n + 1, H)
     h_t = f[:, L - 1:]
     Y, D, Q = (torch.zeros(B, n + 1, dtype=dt, device=dev) for dt in (torch.float, torch.long, torch.float))
     for i in range(n + 1):
         p, q = warp(target.logits(h_t[:, i]), regime), warp(draft.logits(h_d[:, i]), regime)
-        d = _draw(q, greedy, rng)
-        q_d = q.gather(1, d[:, None])[:, 0]
-        Y[:, i] = (X[:, i] == d).float() if greedy else torch.clamp(p.gather(1, d[:, None])[:, 0] / q_d, max=1.0)
-        D[:, i], Q[:, i] = d, q_d
+        D[:, i], Y[:, i], Q[:, i] = _label(p, q, X[:, i], greedy, rng)
     use_target = (torch.rand(B, n + 1, generator=rng, device=rng.device) < cfg.mixing_ratio).to(dev)
     Z = torch.cat([ids, torch.where(use_target, X, D)], 1)
-    exact = _shift(torch.cat([f, torch.zeros_like(f[:, :1])], 1))                          # f_(j-1) along X
+    exact = previous_features(torch.cat([f, torch.zeros_like(f[:, :1])], 1))             # f_(j-1) along X
     first = _eagle_forward(draft, Z, exact, full)
     own = torch.cat([torch.ones_like(ids, dtype=torch.bool), use_target], 1)               # reads an exact f
-    feats = _eagle_forward(draft, Z, torch.where(own[..., None], exact, _shift(first)), full)[:, L:]
-    keep = alive & ~use_target
-    rows = keep.nonzero()
-    return {"features": feats[keep].float().cpu(), "label": Y[keep].cpu(), "q_draft": Q[keep].cpu(),
-            "greedy": torch.full((len(rows),), float(greedy)), "seq": rows[:, 0].cpu()}
-
-
-@torch.inference_mode()
-def batch_rows(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, greedy: bool,
-               rng: torch.Generator, eos_ids: set[int], pad: int) -> dict[str, torch.Tensor]:
-    """Continue a batch of prompts with the target, label the draft's alternatives, mix, featurise."""
-    dev = target.device
-    regime = GREEDY if greedy else SAMPLED
-    ids, mask = _left_pad(prompts, pad, dev)
-    caches = DynamicCache(config=target.config), DynamicCache(config=draft.config)
-    h_t = _forward(target, ids, mask, caches[0])[:, -1]
-    h_d = _forward(draft, ids, mask, caches[1])[:, -1]
-    B, T = len(prompts), cfg.new_tokens
-    X, D, Y, Q = (torch.zeros(B, T, dtype=dt, device=dev) for dt in (torch.long, torch.long, torch.float, torch.float))
-    alive = torch.ones(B, T, dtype=torch.bool, device=dev)
-    live = torch.ones(B, dtype=torch.bool, device=dev)
-    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=dev)
-    for t in range(T):
-        p, q = warp(target.logits(h_t), regime), warp(draft.logits(h_d), regime)            # (B, V)
-        x, d = _draw(p, greedy, rng), _draw(q, greedy, rng)
-        q_d = q.gather(1, d[:, None])[:, 0]
-        y = (x == d).float() if greedy else torch.clamp(p.gather(1, d[:, None])[:, 0] / q_d, max=1.0)
-        X[:, t], D[:, t], Y[:, t], Q[:, t], alive[:, t] = x, d, y, q_d, live
-        live = live & ~torch.isin(x, eos)
-        if not live.any():
-            alive[:, t + 1:] = False
-            break
-        mask = torch.cat([mask, torch.ones(B, 1, dtype=mask.dtype, device=dev)], 1)
-        h_t = _forward(target, x[:, None], mask, caches[0])[:, -1]
-        h_d = _forward(draft, x[:, None], mask, caches[1])[:, -1]
-    use_target = (torch.rand(B, T, generator=rng, device=rng.device) < cfg.mixing_ratio).to(dev)
-    Z = torch.where(use_target, X, D)
-    full_mask = torch.cat([mask[:, :ids.shape[1]], torch.ones(B, T, dtype=mask.dtype, device=dev)], 1)
-    feats = _forward(draft, torch.cat([ids, Z], 1), full_mask, DynamicCache(config=draft.config))[:, ids.shape[1]:]
-    keep = alive & ~use_target                                                               # (B, T)
-    rows = keep.nonzero()
-    return {"features": feats[keep].float().cpu(), "label": Y[keep].cpu(), "q_draft": Q[keep].cpu(),
-            "greedy": torch.full((len(rows),), float(greedy)), "seq": rows[:, 0].cpu()}
+    feats = _eagle_forward(draft, Z, torch.where(own[..., None], exact, previous_features(first)), full)[:, L:]
+    return feats, Y, Q, alive & ~use_target
 
 
 def build_head_data(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, eos_ids: set[int],
@@ -197,8 +192,7 @@ def build_head_data(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTr
         else:
             rng = torch.Generator(device=target.device).manual_seed(cfg.seed * 1_000_003 + b)
             greedy = bool(torch.rand((), generator=rng, device=rng.device) < cfg.greedy_fraction)
-            rows_of = eagle_rows if draft.wants_target_features else batch_rows
-            r = rows_of(target, draft, [prompts[i] for i in idx], cfg, greedy, rng, eos_ids, pad)
+            r = batch_rows(target, draft, [prompts[i] for i in idx], cfg, greedy, rng, eos_ids, pad)
             r["prompt"] = torch.tensor(idx)[r.pop("seq")]
             if path is not None:
                 folder.mkdir(parents=True, exist_ok=True)
