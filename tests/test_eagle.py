@@ -229,3 +229,14 @@ def test_acceptance_head_rows_match_the_engine():
     e.forward(PROMPT)
     first = e.forward([int(q[0].argmax())]).hidden[-1]                         # the engine drafts D_0
     torch.testing.assert_close(rows["features"][0], first.float(), rtol=1e-4, atol=1e-5)
+
+
+def test_step_costs_of_the_eagle_drafter():
+    """sweep pick-h times the drafter SpecDec++ will run: measure_costs(draft=...) steps that one."""
+    from specviz.costs import measure_costs
+    pair = eagle_pair()
+    before = pair.eagle.forwards, pair.draft.forwards
+    costs = measure_costs(pair, context=8, max_tokens=3, repeats=1, draft=pair.eagle)
+    assert costs.draft_ms > 0 and len(costs.verify_ms) == 3
+    assert pair.eagle.forwards > before[0] and pair.draft.forwards == before[1]
+    assert pair.eagle.length == 0 and pair.target.length == 0

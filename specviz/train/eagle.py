@@ -328,11 +328,16 @@ def _previous(prev: dict | None) -> str:
         stages.append(prev)
         prev = prev.get("previous")
     lines = []
-    for p in reversed(stages):
+    for i, p in enumerate(reversed(stages), 1):
         c, h = p["config"], p["history"][-1]
-        lines.append(f"- earlier stage (this run continued from it with `--warm-start`): {c['steps']} steps, lr {c['lr']}, "
-                     f"feature loss weight {c['feat_weight']}, {p['train_min']:.1f} min; validation agreement "
-                     f"{h['heldout_agreement']:.3f} / {h['heldout_agreement_own_features']:.3f} (own features)")
+        lines.append(f"- stage {i} of {len(stages) + 1} (each later stage continues with `--warm-start`): {c['steps']} "
+                     f"steps, lr {c['lr']}, {c.get('doc_prompts', 64)} long-context prompts, feature loss weight "
+                     f"{c['feat_weight']}, {p['train_min']:.1f} min; validation agreement {h['heldout_agreement']:.3f} / "
+                     f"{h['heldout_agreement_own_features']:.3f} (own features)"
+                     + (f"; Spec-Bench agreement {p['agreement']:.3f}" if p.get("agreement") else ""))
+    if lines:
+        lines.append("- validation figures are only comparable within a stage: a stage with other data draws another "
+                     "validation split, which can hold sequences earlier stages trained on (so it starts high)")
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -360,8 +365,8 @@ Hugging Face assisted generation cannot drive a feature drafter: the standalone 
 - init: the standalone draft's layer and norm, fc = [I | 0] (so step 0 is that draft exactly).
 - data: the standalone draft's distillation sequences{_docs(cfg)} ({facts['train_seqs']} sequences,
   {facts['train_tokens']:,} tokens, {facts['train_resp']:,} response positions; `python -m specviz.train draft` builds them) plus the
-  target's features at every token (one teacher-forced pass, cached under --work: {facts['feature_min']:.1f} min in
-  this run, about 9 min when computed); {facts['held_seqs']}
+  target's features at every token (one teacher-forced pass, cached under --work; data and features took
+  {facts['feature_min']:.1f} min in this run, cached shards and features reused); {facts['held_seqs']}
   greedy sequences held out for validation.
 - loss: two passes per batch (exact input features with {cfg.noise} x scale Gaussian noise, then the drafter's own
   detached features); each: cross-entropy to the target's top-32 over the reduced vocabulary + {cfg.feat_weight} x
@@ -427,7 +432,7 @@ def main(argv=None) -> None:
     if a.warm_start and (Path(a.warm_start) / "training.json").exists():
         prev = json.loads((Path(a.warm_start) / "training.json").read_text())
         prev = {"config": prev["config"], "train_min": prev["train_min"], "history": prev["history"],
-                "previous": prev.get("previous")}
+                "previous": prev.get("previous"), "agreement": (prev.get("eval") or {}).get("agreement")}
     facts = {"previous": prev, "head_size": len(ids_v), "train_seqs": len(data), "train_tokens": len(data.tokens),
              "train_resp": int(data.resp[-1]), "held_seqs": len(held), "threads": a.threads,
              "feature_min": (t1 - t0) / 60, "train_min": (t2 - t1) / 60, "history": history}
