@@ -175,9 +175,9 @@ def choose_threshold(rounds, costs: StepCosts, eos_ids: set[int], hs: list[float
 
 def pick_h(pair, n_prompts: int, tokens: int, temperatures: list[float], k_cal: int, hs: list[float],
            k_maxs: list[int], k_min: int, seed: int = 0, drafter: str = "auto") -> dict:
+    from .methods import drafter_kind
     from .train.prompts import compose
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(n_prompts, 104729 + seed)]
-    from .methods import drafter_kind
     kind = drafter_kind(RunConfig(method="specdecpp", drafter=drafter), pair)     # what SpecDec++ drafts with
     measured = measure_costs(pair, max_tokens=k_cal + 1, draft=pair.drafter_lm(kind))
     out = {"drafter": kind, "measured": measured.to_dict()}
