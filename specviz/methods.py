@@ -52,9 +52,8 @@ def drafter_kind(run: RunConfig, pair) -> str:
         return "none"
     lm = pair.drafter_lm(run.drafter)
     if run.method == "specdecpp" and run.drafter == "auto" and lm is pair.eagle:
-        from .specdecpp import HEAD_FILE, head_folder
-        folder = head_folder(pair, lm)
-        if folder is None or not (folder / HEAD_FILE).exists():
+        from .specdecpp import has_head
+        if not has_head(pair, lm):
             return "model"
     return "eagle" if lm is pair.eagle and lm is not None else "model"
 

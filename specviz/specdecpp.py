@@ -41,8 +41,9 @@ class AcceptanceHead(nn.Module):
 
     regime_feature (beyond the paper, with q_feature): also read whether the round samples or decodes
     greedily. The label means different things in the two (1[argmax p = Y] against min(1, p/q)), and a
-    head that cannot tell them apart ranks greedy rounds worse than q(Y) alone does (held-out AUC on
-    greedy rows 0.73 against 0.81; with the flag 0.80).
+    head that cannot tell them apart ranks greedy rounds worse than q(Y) alone does (held-out AUC on the
+    EAGLE drafter's greedy rows 0.73 against 0.81). With the flag, greedy rows: standalone head 0.75 -> 0.78,
+    EAGLE head 0.73 -> 0.75 (same rows; still below q(Y) alone, see the model cards).
     """
 
     def __init__(self, hidden_size: int, num_layers: int = 3, rng: torch.Generator | None = None,
@@ -228,10 +229,16 @@ def head_folder(pair, lm=None) -> Path | None:
     return Path(name) if name and Path(name).is_dir() else None
 
 
+def has_head(pair, lm=None) -> bool:
+    """Whether a trained head lies beside drafter `lm` (default: the standalone draft), without loading it."""
+    folder = head_folder(pair, lm)
+    return folder is not None and (folder / HEAD_FILE).exists()
+
+
 def head_for_pair(pair, lm=None) -> AcceptanceHead:
     """The trained head shipped beside this pair's drafter `lm` (default: the standalone draft); ValueError when none."""
     folder = head_folder(pair, lm)
-    if folder is None or not (folder / HEAD_FILE).exists():
+    if not has_head(pair, lm):
         raise ValueError(
             f"SpecDec++ needs an acceptance head trained for this pair (target {pair.info.get('target')}, "
             f"draft {pair.info.get('draft')}), and none was found{f' in {folder}' if folder else ''}. "
