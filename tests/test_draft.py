@@ -1,4 +1,5 @@
 """The draft trainer on tiny models, and the shipped default draft's files (when they exist)."""
+import gzip
 from pathlib import Path
 
 import pytest
@@ -6,10 +7,11 @@ import torch
 
 from specviz.config import DraftTrainConfig, ModelConfig
 from specviz.loading import DEFAULT_DRAFT, load_pair, tiny_llama
+from specviz.train import corpus
 from specviz.train.data import _concat, continue_batch
 from specviz.train.draft import build_draft, distill_loss, head_ids, save_draft, train
 from specviz.train.draft_eval import accepted
-from specviz.train.prompts import compose, with_documents
+from specviz.train.prompts import broad, compose, with_documents
 
 SHIPPED = Path(DEFAULT_DRAFT)
 
@@ -79,6 +81,21 @@ def test_prompts_are_distinct_and_seeded():
     assert a == b and len({t for _, t in a}) == 200
     docs = with_documents(["A text about rivers.", "Another text."], 5, 0)
     assert len(docs) == 5 and all(c.startswith("doc_") for c, _ in docs)
+
+
+def test_broad_prompts_over_real_text(tmp_path):
+    words, german, code = ["harbour", "lantern", "orchard", "meadow"], ["Das ist ein kurzer Satz mit acht Wörtern hier."], ["def f(x):\n    return x"]
+    a = broad(60, 3, words, german, code)
+    assert a == broad(60, 3, words, german, code) and len({t for _, t in a}) == 60
+    assert {c for c, _ in a} == {"broad_words", "broad_german", "broad_code"}
+    assert {c for c, _ in broad(20, 3, words, [], [])} == {"broad_words"}                # an empty source is skipped
+    page = tmp_path / "man1" / "x.1.gz"
+    page.parent.mkdir()
+    page.write_bytes(gzip.compress(".TH X 1\n.SH BESCHREIBUNG\nDas Programm \\fBx\\fP liest die Datei und schreibt das Ergebnis "
+                                   "in die Ausgabe.\nThe other field is used to store accounting information here.\n".encode()))
+    assert corpus.german_sentences(tmp_path) == ["Das Programm x liest die Datei und schreibt das Ergebnis in die Ausgabe."]
+    assert corpus.german_sentences(tmp_path / "missing") == []
+    assert all(src.startswith("def ") for src in corpus.stdlib_functions())
 
 
 @pytest.mark.skipif(not (SHIPPED / "draft.safetensors").exists(), reason="no shipped draft yet")

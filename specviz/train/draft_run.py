@@ -26,7 +26,8 @@ from ..loading import DEFAULT_DRAFT, cache_dir, load_pair
 from . import draft_eval
 from .data import build_shards, merge
 from .draft import build_draft, head_ids, save_draft, train
-from .prompts import compose, with_documents
+from . import corpus
+from .prompts import broad, compose, with_documents
 
 COST_PROMPT = "Explain how a rainbow forms, step by step."
 
@@ -70,6 +71,17 @@ def distillation_data(pair, cfg: DraftTrainConfig, work: Path):
                                   temperature=cfg.sample_temperature, progress=bar.update, **kw))
     bar.close()
     return merge(parts)
+
+
+def broad_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
+    """Greedy target continuations of n prompts over real text (`prompts.broad`; cached shards named by a
+    digest of the prompts, so another machine's corpus never reuses them)."""
+    tok = pair.tokenizer
+    items = broad(n, cfg.seed + 2, corpus.vocabulary_words(tok), corpus.german_sentences(), corpus.stdlib_functions())
+    digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
+    with tqdm(total=(len(items) + 63) // 64, desc="target data, broad prompts (shards)") as bar:
+        return build_shards(pair.target.model, tok, items, work / "draft-data", f"broad-{digest}", temperature=0.0,
+                            max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed, max_batch=16, progress=bar.update)
 
 
 def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:

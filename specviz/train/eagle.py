@@ -31,7 +31,7 @@ from tqdm import tqdm
 from ..config import DraftTrainConfig, EagleTrainConfig, ModelConfig
 from ..eagle import FC_KEY, build_eagle, previous_features
 from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
-from .data import Distill
+from .data import Distill, merge
 from .draft import HEAD_KEY, _checkpoint, _resume, batch_plan, distill_loss, lr_at   # lr_at reads lr/warmup/steps
 from .draft_eval import KS
 
@@ -331,7 +331,8 @@ def _previous(prev: dict | None) -> str:
     for i, p in enumerate(reversed(stages), 1):
         c, h = p["config"], p["history"][-1]
         lines.append(f"- stage {i} of {len(stages) + 1} (each later stage continues with `--warm-start`): {c['steps']} "
-                     f"steps, lr {c['lr']}, {c.get('doc_prompts', 64)} long-context prompts, feature loss weight "
+                     f"steps, lr {c['lr']}, {c.get('doc_prompts', 64)} long-context prompts, "
+                     f"{c.get('broad_prompts', 0)} prompts over real text, feature loss weight "
                      f"{c['feat_weight']}, {p['train_min']:.1f} min; validation agreement {h['heldout_agreement']:.3f} / "
                      f"{h['heldout_agreement_own_features']:.3f} (own features)"
                      + (f"; Spec-Bench agreement {p['agreement']:.3f}" if p.get("agreement") else ""))
@@ -343,9 +344,13 @@ def _previous(prev: dict | None) -> str:
 
 def _docs(cfg: EagleTrainConfig) -> str:
     base = DraftTrainConfig().doc_prompts
-    return "" if cfg.doc_prompts == base else (
+    docs = "" if cfg.doc_prompts == base else (
         f", with {cfg.doc_prompts} long-context prompts (summarize / answer / extract over texts the target wrote)"
         f" where the draft's recipe has {base}")
+    return docs + ("" if not cfg.broad_prompts else
+                   f", and the target's greedy answers to {cfg.broad_prompts} prompts over real text (`train/corpus.py`: "
+                   "topics from its vocabulary's words, German manual-page sentences to translate, standard-library "
+                   "functions to explain, test or port)")
 
 
 def write_card(out: Path, cfg: EagleTrainConfig, facts: dict, res: dict | None) -> None:
@@ -364,7 +369,7 @@ Hugging Face assisted generation cannot drive a feature drafter: the standalone 
 ## Recipe (`python -m specviz.train eagle`, seed {cfg.seed})
 - init: the standalone draft's layer and norm, fc = [I | 0] (so step 0 is that draft exactly).
 - data: the standalone draft's distillation sequences{_docs(cfg)} ({facts['train_seqs']} sequences,
-  {facts['train_tokens']:,} tokens, {facts['train_resp']:,} response positions; `python -m specviz.train draft` builds them) plus the
+  {facts['train_tokens']:,} tokens, {facts['train_resp']:,} response positions; `python -m specviz.train draft` builds the draft's part) plus the
   target's features at every token (one teacher-forced pass, cached under --work; data and features took
   {facts['feature_min']:.1f} min in this run, cached shards and features reused); {facts['held_seqs']}
   greedy sequences held out for validation.
@@ -398,12 +403,16 @@ def main(argv=None) -> None:
         res = run_eval(out, work, cfg)
         write_card(out, EagleTrainConfig(**facts["config"]), {k: v for k, v in facts.items() if k not in ("config", "eval")}, res)
         return
-    from .draft_run import distillation_data
+    from .draft_run import broad_data, distillation_data
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
     data = distillation_data(pair, DraftTrainConfig(doc_prompts=cfg.doc_prompts), work)
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
+    if cfg.broad_prompts:                                    # features cached per part: the first part's are reused
+        extra = broad_data(pair, DraftTrainConfig(), cfg.broad_prompts, work)
+        feats = torch.cat([feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")])
+        data = merge([data, extra])
     t1 = time.perf_counter()
     order = list(range(len(data)))
     random.Random(cfg.seed).shuffle(order)
