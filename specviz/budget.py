@@ -130,7 +130,7 @@ def picks(record: dict, info: dict, max_depth: int) -> dict:
     table = json.loads(ACCEPTANCE_FILE.read_text()) if ACCEPTANCE_FILE.exists() else {}
     out = {}
     for t in (0.0, 1.0):
-        row = table.get(acceptance_key(info, t))
+        row = table.get(acceptance_key(info.get("target"), info.get("draft"), t))
         if row:
             c = pick_tree_budget(record, row["vector"], max_depth)
             out[f"T={t:g}"] = {"budget": c.budget, "tokens_per_s": c.tokens_per_s, "acceptance": row["vector"],

@@ -43,6 +43,10 @@ class Pair:
             raise ValueError("this pair has no EAGLE drafter: load one (--eagle FOLDER) or choose the standalone draft")
         return self.eagle if choice == "eagle" or (choice == "auto" and self.eagle is not None) else self.draft
 
+    def drafter_name(self, lm: LM) -> str:
+        """The name `info` gives the drafter `lm` (keys per-drafter measurements such as Sequoia's vector)."""
+        return self.info.get("eagle", "eagle") if lm is self.eagle and lm is not None else self.info.get("draft", "draft")
+
     @property
     def lms(self) -> list[LM]:
         return [self.target, self.draft] + ([self.eagle] if self.eagle is not None else [])

@@ -35,8 +35,9 @@ def _kary(run, pair, rng):
 
 def _sequoia(run, pair, rng):
     from .static_trees import StaticTreeDrafter, load_acceptance, sequoia
-    shape = sequoia(run.tree.budget, load_acceptance(pair.info, run.sampling.temperature), run.tree.max_depth)
-    return StaticTreeDrafter(pair.drafter_lm(run.drafter), run.sampling, rng, shape, pair.eos_ids)
+    lm = pair.drafter_lm(run.drafter)
+    P = load_acceptance(pair.info.get("target"), pair.drafter_name(lm), run.sampling.temperature)
+    return StaticTreeDrafter(lm, run.sampling, rng, sequoia(run.tree.budget, P, run.tree.max_depth), pair.eos_ids)
 
 
 BUILDERS = {"ar": _ar, "chain": _chain, "heuristic": _heuristic, "specdecpp": _specdecpp,

@@ -140,18 +140,19 @@ def sequoia_value(budget: int, P: Sequence[float], max_depth: int) -> float:
 
 # -- the positional acceptance vector, measured with the pair -------------------------------------------
 
-def acceptance_key(info: dict, temperature: float) -> str:
-    return f"{info.get('target')}|{info.get('draft')}|T={float(temperature):g}"
+def acceptance_key(target: str, draft: str, temperature: float) -> str:
+    return f"{target}|{draft}|T={float(temperature):g}"
 
 
-def load_acceptance(info: dict, temperature: float, path: Path = ACCEPTANCE_FILE) -> tuple[float, ...]:
-    """The cached vector for this pair and temperature; else the pair's nearest temperature; else the fallback."""
+def load_acceptance(target: str, draft: str, temperature: float, path: Path = ACCEPTANCE_FILE) -> tuple[float, ...]:
+    """The cached vector of this target and drafter (`Pair.drafter_name`) at this temperature; else at the
+    pair's nearest temperature; else the fallback."""
     if path.exists():
         table = json.loads(path.read_text())
-        key = acceptance_key(info, temperature)
+        key = acceptance_key(target, draft, temperature)
         if key in table:
             return tuple(table[key]["vector"])
-        same_pair = [r for r in table.values() if (r["target"], r["draft"]) == (info.get("target"), info.get("draft"))]
+        same_pair = [r for r in table.values() if (r["target"], r["draft"]) == (target, draft)]
         if same_pair:
             return tuple(min(same_pair, key=lambda r: abs(r["temperature"] - temperature))["vector"])
     return SEQUOIA_FALLBACK_ACCEPTANCE
@@ -163,30 +164,31 @@ def measure_acceptance(pair, prompts: Sequence[Sequence[int]], run, width: int =
     from .decode import iter_rounds
     from .sampling import make_rng
     counts, rounds = np.zeros(width), 0
+    lm = pair.drafter_lm(run.drafter)
     for i, ids in enumerate(prompts):
         rng = make_rng(run.sampling.seed + i, pair.target.device)
-        drafter = StaticTreeDrafter(pair.draft, run.sampling, rng, [-1] * 1 + [0] * width, pair.eos_ids)
+        drafter = StaticTreeDrafter(lm, run.sampling, rng, [-1] * 1 + [0] * width, pair.eos_ids)
         for rnd in iter_rounds(pair, ids, run, drafter, rng):
             if rnd.n_drafted == 0:
                 continue
             rounds += 1
             if rnd.accepted_path:
                 counts[rnd.accepted_path[0] - 1] += 1
-    return {"target": pair.info.get("target"), "draft": pair.info.get("draft"), "temperature": run.sampling.temperature,
+    return {"target": pair.info.get("target"), "draft": pair.drafter_name(lm), "temperature": run.sampling.temperature,
             "width": width, "prompts": len(prompts), "rounds": rounds,
             "vector": [round(float(c) / max(rounds, 1), 5) for c in counts]}
 
 
 def save_acceptance(record: dict, path: Path = ACCEPTANCE_FILE) -> None:
     table = json.loads(path.read_text()) if path.exists() else {}
-    table[acceptance_key(record, record["temperature"])] = record
+    table[acceptance_key(record["target"], record["draft"], record["temperature"])] = record
     path.write_text(json.dumps(table, indent=1) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m specviz.static_trees`: measure the default pair's acceptance vector and cache it."""
     import argparse
-    from .config import DTYPES, ModelConfig, RunConfig, SamplingConfig
+    from .config import DRAFTERS, DTYPES, ModelConfig, RunConfig, SamplingConfig
     from .decode import encode_prompt
     from .loading import REPO, load_pair
     ap = argparse.ArgumentParser(prog="python -m specviz.static_trees", description=main.__doc__)
@@ -196,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "at odd offsets (half a stride from the evaluation prompts)")
     ap.add_argument("--tokens", type=int, default=64, help="new tokens per prompt")
     ap.add_argument("--width", type=int, default=8)
+    ap.add_argument("--drafter", default=RunConfig.drafter, choices=DRAFTERS, help="which drafter to measure")
     ap.add_argument("--questions", type=Path, default=REPO / "assets" / "spec_bench_questions.jsonl")
     a = ap.parse_args(argv)
     pair = load_pair(ModelConfig(dtype=a.dtype))
@@ -203,7 +206,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     step = max(1, len(lines) // a.prompts)
     prompts = [encode_prompt(pair.tokenizer, json.loads(lines[i])["turns"][0])
                for i in range(step // 2, len(lines), step)][:a.prompts]
-    run = RunConfig(method="kary", max_new_tokens=a.tokens, sampling=SamplingConfig(temperature=a.temperature))
+    run = RunConfig(method="kary", max_new_tokens=a.tokens, sampling=SamplingConfig(temperature=a.temperature),
+                    drafter=a.drafter)
     record = measure_acceptance(pair, prompts, run, a.width)
     save_acceptance(record)
     print(json.dumps(record))

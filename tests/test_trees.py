@@ -14,14 +14,14 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specviz.config import DySpecConfig, RunConfig, SamplingConfig, TreeConfig
+from specviz.config import SEQUOIA_FALLBACK_ACCEPTANCE, DySpecConfig, RunConfig, SamplingConfig, TreeConfig
 from specviz.decode import generate, iter_rounds
 from specviz.drafters import Drafter
 from specviz.dyspec import DySpecDrafter
 from specviz.lm import LM, Forward
 from specviz.loading import Pair, tiny_llama
 from specviz.sampling import make_rng, warp
-from specviz.static_trees import StaticTreeDrafter, expected_tokens, kary, sequoia
+from specviz.static_trees import StaticTreeDrafter, expected_tokens, kary, load_acceptance, save_acceptance, sequoia
 from specviz.tree import children, depths, path_to
 from specviz.trace import DraftTree
 from specviz.tree_drafting import draw_order
@@ -181,6 +181,19 @@ def test_sequoia_dp_hand_checked():
     assert sequoia(2, (0.8, 0.1), 4) == [-1, 0, 1]             # 2.44 (chain) beats 1.9 (star)
     assert sequoia(2, (0.4, 0.35), 4) == [-1, 0, 0]            # 1.75 (star) beats 1.56 (chain)
     assert sequoia(5, (0.8, 0.1), 1) == [-1, 0, 0]             # depth 1 and two ranks: only 2 nodes fit
+
+
+def test_sequoia_vector_is_the_drafters_own(tmp_path):
+    """Each drafter of a pair keeps its own measured vector: the EAGLE drafter never borrows the standalone's."""
+    path = tmp_path / "acceptance.json"
+    save_acceptance({"target": "t", "draft": "d", "temperature": 0.0, "vector": [0.3, 0.1]}, path)
+    save_acceptance({"target": "t", "draft": "e", "temperature": 1.0, "vector": [0.5, 0.2]}, path)
+    assert load_acceptance("t", "d", 0.0, path) == (0.3, 0.1)
+    assert load_acceptance("t", "e", 0.0, path) == (0.5, 0.2)                    # nearest temperature, same drafter
+    assert load_acceptance("t", "x", 0.0, path) == SEQUOIA_FALLBACK_ACCEPTANCE
+    draft, eagle = object(), object()
+    pair = Pair(SimpleNamespace(), draft, None, {"draft": "d", "eagle": "e"}, eagle)
+    assert pair.drafter_name(eagle) == "e" and pair.drafter_name(draft) == "d"
 
 
 def _ordered_trees(n):
