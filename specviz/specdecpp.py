@@ -219,13 +219,10 @@ def load_head(folder: str | Path) -> tuple[AcceptanceHead, dict]:
 
 def head_folder(pair, lm=None) -> Path | None:
     """Where the head for drafter `lm` (default: the standalone draft) would live: that drafter's folder."""
-    from .loading import DEFAULT_DRAFT, DEFAULT_EAGLE
-    key, default, default_name = ("draft", DEFAULT_DRAFT, "specviz default draft")
-    if lm is not None and lm is pair.eagle:
-        key, default, default_name = ("eagle", DEFAULT_EAGLE, "specviz default EAGLE drafter")
-    name = pair.info.get(key, "")
-    if name == default_name:
-        return Path(default)
+    from .loading import SHIPPED_NAMES
+    name = pair.drafter_name(pair.draft if lm is None else lm)
+    if name in SHIPPED_NAMES:
+        return Path(SHIPPED_NAMES[name])
     return Path(name) if name and Path(name).is_dir() else None
 
 

@@ -6,7 +6,6 @@ Three sources, each read in a fixed order so a seed gives the same prompts on th
   translate; empty where they are not installed;
 - code: short functions of the Python standard library (`inspect.getsource`), as code to explain,
   test, fix or port.
-The card of a drafter trained on them records how many prompts each source gave.
 """
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ problems, reading comprehension). Long-context kinds (summarize / answer from a 
 need documents: `with_documents` builds them from texts the target wrote itself in a first wave
 (the first wave's prompts of category 'doc' ask for texts that make good documents). `broad` draws prompts from
 real text instead (`corpus.py`): the templated ones alone let a drafter memorise the target's answers to them
-(held-out agreement 0.75 on their kind against 0.32 on Spec-Bench).
+(the stage-3 EAGLE drafter, teacher-forced: agreement 0.80 on answers it trained on, 0.51 on new prompts
+of the same templates, 0.32 on Spec-Bench).
 All randomness comes from one `random.Random(seed)`.
 """
 from __future__ import annotations
