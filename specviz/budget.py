@@ -156,10 +156,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--questions", type=Path, default=REPO / "assets" / "spec_bench_questions.jsonl",
                     help="JSON lines with 'turns'; their first turns make the context")
+    ap.add_argument("--device", default=ModelConfig.device, help="auto, cpu or cuda[:N]")
     ap.add_argument("--out", type=Path, default=CURVE_FILE)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    pair = load_pair(ModelConfig(dtype=a.dtype))
+    pair = load_pair(ModelConfig(dtype=a.dtype, device=a.device))
     text = " ".join(json.loads(line)["turns"][0] for line in a.questions.read_text().splitlines()[:40])
     context = pair.tokenizer(text)["input_ids"][:a.context]
     dtype = pair.info["dtype"]                                      # "auto" resolved

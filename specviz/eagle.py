@@ -48,7 +48,8 @@ def build_eagle(target_model, init_layer: int | None = 0, dtype=torch.float32):
     [I | 0] (it starts as the token path)."""
     from transformers import LlamaForCausalLM
     cfg = eagle_config(target_model.config)
-    model = LlamaForCausalLM(cfg).to(dtype)
+    device = next(target_model.parameters()).device            # built where the target lives (CPU or CUDA)
+    model = LlamaForCausalLM(cfg).to(device=device, dtype=dtype)
     src = target_model.get_decoder()
     H = cfg.hidden_size
     with torch.no_grad():
@@ -56,7 +57,7 @@ def build_eagle(target_model, init_layer: int | None = 0, dtype=torch.float32):
             model.model.layers[0].load_state_dict({k: v.to(dtype) for k, v in src.layers[init_layer].state_dict().items()})
         model.model.norm.weight.copy_(src.norm.weight.to(dtype))
     share_target_weights(model, target_model)
-    model.eagle_fc = nn.Linear(2 * H, H, bias=False).to(dtype)
+    model.eagle_fc = nn.Linear(2 * H, H, bias=False).to(device=device, dtype=dtype)
     with torch.no_grad():
         model.eagle_fc.weight.zero_()
         model.eagle_fc.weight[:, :H].copy_(torch.eye(H))

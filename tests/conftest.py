@@ -7,8 +7,21 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
+import specviz.loading as _loading  # noqa: E402
 from specviz.lm import LM  # noqa: E402
-from specviz.loading import Pair, tiny_llama  # noqa: E402
+from specviz.loading import Pair  # noqa: E402
+
+# SPECVIZ_TEST_DEVICE=cuda runs the tiny-model tests on a GPU: every tiny model is built on the CPU (same
+# weights as there) and then moved. Tests that are about the CPU itself (the skinny kernels) stay CPU-only.
+TEST_DEVICE = os.environ.get("SPECVIZ_TEST_DEVICE", "cpu")
+_tiny_on_cpu = _loading.tiny_llama
+
+
+def tiny_llama(*args, **kwargs):
+    return _tiny_on_cpu(*args, **kwargs).to(TEST_DEVICE)
+
+
+_loading.tiny_llama = tiny_llama          # test modules import it after this file
 
 
 def make_pair(draft: str = "same", vocab: int = 64, seed: int = 0) -> Pair:
@@ -19,11 +32,12 @@ def make_pair(draft: str = "same", vocab: int = 64, seed: int = 0) -> Pair:
     elif draft == "random":
         d = tiny_llama(vocab=vocab, seed=seed + 1000)
     else:
-        d = tiny_llama(vocab=vocab, seed=seed)
+        d = _tiny_on_cpu(vocab=vocab, seed=seed)
         with torch.no_grad():
             g = torch.Generator().manual_seed(seed + 7)
             for prm in d.parameters():
                 prm.add_(0.5 * prm.std() * torch.randn(prm.shape, generator=g))
+        d = d.to(TEST_DEVICE)
     return Pair(LM(target, name="target"), LM(d, name="draft"), None, {"target": "tiny", "draft": draft})
 
 

@@ -84,3 +84,13 @@ def test_auto_dtype_is_bf16_only_where_bf16_is_native():
     assert resolve_dtype("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")
     assert resolve_dtype("bf16", cpu) == "bf16" and resolve_dtype("fp32", cpu) == "fp32"
     assert ModelConfig().dtype == "auto"
+
+
+def test_specviz_gguf_names_the_default_target_file(monkeypatch, tmp_path):
+    from specviz.loading import default_gguf
+    monkeypatch.setenv("SPECVIZ_GGUF", str(tmp_path / "missing.gguf"))
+    with pytest.raises(FileNotFoundError, match="SPECVIZ_GGUF names .*missing.gguf"):
+        default_gguf()
+    (tmp_path / "copy.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("SPECVIZ_GGUF", str(tmp_path / "copy.gguf"))
+    assert default_gguf() == (tmp_path / "copy.gguf").resolve()

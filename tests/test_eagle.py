@@ -240,3 +240,10 @@ def test_step_costs_of_the_eagle_drafter():
     assert costs.draft_ms > 0 and len(costs.verify_ms) == 3
     assert pair.eagle.forwards > before[0] and pair.draft.forwards == before[1]
     assert pair.eagle.length == 0 and pair.target.length == 0
+
+
+def test_fresh_drafter_is_built_where_the_target_lives():
+    """A target on another device (here "meta", standing in for CUDA) gets a drafter on that device: building
+    it on the CPU broke every EAGLE test on a GPU (assets/bench/cuda-h200/README.md)."""
+    target = tiny_llama(vocab=64).to("meta")
+    assert {p.device.type for p in build_eagle(target).parameters()} == {"meta"}

@@ -23,8 +23,8 @@ def _exact(pair, cfg):
     """p(t1) and the marginal p(t2) = sum_t1 p(t1) p(t2 | t1) by enumeration."""
     with torch.inference_mode():
         m = pair.target.model
-        p1 = warp(m(torch.tensor([PROMPT])).logits[0, -1], cfg)
-        seqs = torch.tensor([PROMPT + [t] for t in range(V)])
+        p1 = warp(m(torch.tensor([PROMPT], device=m.device)).logits[0, -1], cfg)
+        seqs = torch.tensor([PROMPT + [t] for t in range(V)], device=m.device)
         p2 = (p1[:, None] * warp(m(seqs).logits[:, -1], cfg)).sum(0)
     return p1, p2
 

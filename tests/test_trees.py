@@ -48,7 +48,7 @@ def sharp_pair(draft: str, seed: int = 0) -> Pair:
             if noise:
                 g = torch.Generator().manual_seed(s + 7)
                 for prm in m.parameters():
-                    prm.add_(noise * prm.std() * torch.randn(prm.shape, generator=g))
+                    prm.add_(noise * prm.std() * torch.randn(prm.shape, generator=g).to(prm.device))
             m.lm_head.weight.mul_(SHARP)
         return m
     target = build(seed)
