@@ -10,6 +10,7 @@ from specviz.loading import DEFAULT_DRAFT, load_pair, tiny_llama
 from specviz.train import corpus
 from specviz.train.data import _concat, continue_batch
 from specviz.train.draft import build_draft, distill_loss, head_ids, save_draft, train
+from specviz.train import eagle as eagle_train
 from specviz.train.draft_eval import accepted
 from specviz.train.prompts import broad, compose, with_documents
 
@@ -110,3 +111,22 @@ def test_shipped_draft_loads_with_reduced_head():
     outside = torch.ones(pair.draft.vocab_size, dtype=torch.bool)
     outside[pair.draft.head_ids] = False
     assert torch.isinf(out.logits[:, outside]).all() and torch.isfinite(out.logits[:, ~outside]).all()
+
+
+def test_eagle_training_lowers_loss_and_resumes(tmp_path):
+    """The EAGLE trainer runs the shared loop (train/loop.py): loss falls, a finished checkpoint resumes to the
+    same weights and history."""
+    from specviz.config import EagleTrainConfig
+    from specviz.eagle import build_eagle
+    m = tiny_llama(vocab=64, layers=2, hidden=32)
+    data = _data(m)
+    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
+    ids_v = head_ids(data.responses(), 32, {2})
+    cfg = EagleTrainConfig(steps=24, batch_tokens=100, checkpoint_every=12, lr=3e-3, warmup=3)
+    model = build_eagle(m)
+    hist = eagle_train.train(model, data, feats, data, feats, ids_v, cfg, tmp_path / "e.ckpt")
+    assert [h["step"] for h in hist] == [0, 12, 24] and hist[-1]["loss"] < hist[1]["loss"]
+    again = build_eagle(m)
+    assert eagle_train.train(again, data, feats, data, feats, ids_v, cfg, tmp_path / "e.ckpt") == hist
+    for (n, p), (_, q) in zip(model.named_parameters(), again.named_parameters()):
+        assert torch.equal(p, q), n

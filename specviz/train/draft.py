@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import copy
 import json
-import math
-import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
-from tqdm import tqdm
+from safetensors.torch import save_file
 from transformers import LlamaForCausalLM
 
 from ..config import DraftTrainConfig
 from .data import Distill
+from .loop import adamw, optimise, resume
 
 HEAD_KEY = "specviz.head_ids"
 
@@ -142,11 +140,6 @@ def calibrate_norm(draft, data: Distill, seqs: list[int], head_w, slot,
     return best
 
 
-def lr_at(step: int, cfg: DraftTrainConfig) -> float:
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
 def train(draft, data: Distill, held: Distill, ids_v: torch.Tensor, cfg: DraftTrainConfig, ckpt: Path,
@@ -156,67 +149,17 @@ def train(draft, data: Distill, held: Distill, ids_v: torch.Tensor, cfg: DraftTr
     slot = torch.full((draft.config.vocab_size,), -1, dtype=torch.long)
     slot[ids_v] = torch.arange(len(ids_v))
     params = own_state(draft)
-    opt = torch.optim.AdamW(params.values(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
-    start, history = 0, []
-    if ckpt.exists():
-        start, history = _resume(ckpt, params, opt)
+    opt = adamw(params, cfg)
+    start, history = resume(ckpt, params, opt)
     plan = batch_plan(data, cfg.batch_tokens, cfg.steps, cfg.seed)
     if start == 0:
         history.append({"step": 0, "norm_scale": calibrate_norm(draft, data, plan[0], head_w, slot),
                         "heldout_agreement": round(agreement(draft, held, head_w, slot, limit=3000), 4)})
         print(json.dumps(history[-1]))
-    bar = tqdm(range(start, cfg.steps), desc="draft train", initial=start, total=cfg.steps)
-    draft.train()
-    t0, ema = time.perf_counter(), None
-    for step in bar:
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
-        loss = step_loss(draft, data, plan[step], head_w, slot)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
-        opt.step()
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
-        bar.set_postfix(loss=f"{ema:.3f}")
-        done = step + 1
-        if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-            draft.eval()
-            agr = agreement(draft, held, head_w, slot, limit=3000)
-            draft.train()
-            history.append({"step": done, "loss": round(ema, 4), "heldout_agreement": round(agr, 4),
-                            "seconds": round(time.perf_counter() - t0, 1)})
-            bar.write(json.dumps(history[-1]))
-            _checkpoint(ckpt, params, opt, done, history)
-            if on_checkpoint:
-                on_checkpoint(done, history)
-    draft.eval()
-    return history
-
-
-def _checkpoint(path: Path, params: dict, opt, step: int, history: list[dict]) -> None:
-    t = {f"w.{n}": p.detach().contiguous() for n, p in params.items()}
-    for n, p in params.items():
-        st = opt.state.get(p, {})
-        for k in ("exp_avg", "exp_avg_sq"):
-            if k in st:
-                t[f"{k}.{n}"] = st[k].contiguous()
-    tmp = path.with_suffix(".tmp")
-    save_file(t, str(tmp), metadata={"step": str(step), "history": json.dumps(history)})
-    tmp.rename(path)
-
-
-def _resume(path: Path, params: dict, opt) -> tuple[int, list[dict]]:
-    from safetensors import safe_open
-    with safe_open(str(path), "pt") as f:
-        meta = f.metadata()
-    t = load_file(str(path))
-    with torch.no_grad():
-        for n, p in params.items():
-            p.copy_(t[f"w.{n}"])
-            if f"exp_avg.{n}" in t:
-                opt.state[p] = {"step": torch.tensor(float(meta["step"])), "exp_avg": t[f"exp_avg.{n}"].clone(),
-                                "exp_avg_sq": t[f"exp_avg_sq.{n}"].clone()}
-    return int(meta["step"]), json.loads(meta["history"])
+    return optimise(draft, params, opt, cfg, start, history, ckpt,
+                    step_loss=lambda step: (step_loss(draft, data, plan[step], head_w, slot), {}),
+                    evaluate=lambda: {"heldout_agreement": round(agreement(draft, held, head_w, slot, limit=3000), 4)},
+                    desc="draft train", on_checkpoint=on_checkpoint)
 
 
 # -- shipping ----------------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def main(argv=None) -> None:
     draft = build_draft(pair.target.model, cfg.init_layers)
     key = f"L{'-'.join(map(str, cfg.init_layers))}-h{cfg.head_size}-s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-seed{cfg.seed}"
     ckpt = work / f"draft-{key}-n{len(data)}.ckpt.safetensors"
-    history = train(draft, data, held, ids_v, cfg, ckpt, on_checkpoint=lambda step, h: save_draft(draft, ids_v, out))
+    history = train(draft, data, held, ids_v, cfg, ckpt, on_checkpoint=lambda: save_draft(draft, ids_v, out))
     save_draft(draft, ids_v, out)
     t2 = time.perf_counter()
     is_doc = [m["category"].startswith("doc_") for m in data.meta]

@@ -31,8 +31,9 @@ from ..config import DraftTrainConfig, EagleTrainConfig, ModelConfig
 from ..eagle import FC_KEY, build_eagle, previous_features
 from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
 from .data import Distill, merge
-from .draft import HEAD_KEY, _checkpoint, _resume, batch_plan, distill_loss, lr_at   # lr_at reads lr/warmup/steps
+from .draft import HEAD_KEY, batch_plan, distill_loss
 from .eagle_eval import run_eval, write_card
+from .loop import adamw, optimise, resume
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -113,7 +114,7 @@ def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, sca
         ce = distill_loss(h[pos[:, 0], pos[:, 1]], head_w, slot, data.top_ids[rows], data.top_lp[rows])
         reg = F.smooth_l1_loss(h[valid] / scale, f[valid] / scale)
         total = total + ce + cfg.feat_weight * reg
-        parts[f"ce{k}"] = float(ce)
+        parts[f"ce{k}"] = float(ce.detach())
         fin = previous_features(h.detach())
     return total, parts
 
@@ -152,42 +153,23 @@ def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ck
     if cfg.balance_inputs:
         model.eagle_feature_scale = float(emb.norm(dim=-1).mean() / feats[:50_000].float().norm(dim=-1).mean())
     params = own_params(model)
-    opt = torch.optim.AdamW(params.values(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
-    start, history = (0, [])
-    if ckpt.exists():
-        start, history = _resume(ckpt, params, opt)
+    opt = adamw(params, cfg)
+    start, history = resume(ckpt, params, opt)
     plan = batch_plan(data, cfg.batch_tokens, cfg.steps, cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed + start)
-    if start == 0:
+
+    def held_out() -> dict:
         a1, a2 = agreement(model, held, held_feats, head_w, slot)
-        history.append({"step": 0, "heldout_agreement": round(a1, 4), "heldout_agreement_own_features": round(a2, 4)})
-        print(json.dumps(history[-1]))
-    bar = tqdm(range(start, cfg.steps), desc="eagle train", initial=start, total=cfg.steps)
-    model.train()
-    t0, ema = time.perf_counter(), None
-    for step in bar:
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
+        return {"heldout_agreement": round(a1, 4), "heldout_agreement_own_features": round(a2, 4)}
+
+    def one_step(step: int):
         loss, parts = step_loss(model, data, feats, plan[step], head_w, slot, cfg, scale, gen)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
-        opt.step()
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
-        bar.set_postfix(loss=f"{ema:.3f}", ce1=f"{parts['ce1']:.2f}", ce2=f"{parts['ce2']:.2f}")
-        done = step + 1
-        if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-            model.eval()
-            a1, a2 = agreement(model, held, held_feats, head_w, slot)
-            model.train()
-            history.append({"step": done, "loss": round(ema, 4), "heldout_agreement": round(a1, 4),
-                            "heldout_agreement_own_features": round(a2, 4), "seconds": round(time.perf_counter() - t0, 1)})
-            bar.write(json.dumps(history[-1]))
-            _checkpoint(ckpt, params, opt, done, history)
-            if on_checkpoint:
-                on_checkpoint()
-    model.eval()
-    return history
+        return loss, {"ce1": f"{parts['ce1']:.2f}", "ce2": f"{parts['ce2']:.2f}"}
+
+    if start == 0:
+        history.append({"step": 0, **held_out()})
+        print(json.dumps(history[-1]))
+    return optimise(model, params, opt, cfg, start, history, ckpt, one_step, held_out, "eagle train", on_checkpoint)
 
 
 # -- shipping ------------------------------------------------------------------------------------
