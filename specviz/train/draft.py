@@ -140,8 +140,6 @@ def calibrate_norm(draft, data: Distill, seqs: list[int], head_w, slot,
     return best
 
 
-
-
 def train(draft, data: Distill, held: Distill, ids_v: torch.Tensor, cfg: DraftTrainConfig, ckpt: Path,
           on_checkpoint=None) -> list[dict]:
     """AdamW on the draft's own weights; checkpoints (weights + optimiser moments) every `checkpoint_every` steps."""

@@ -143,6 +143,8 @@ def own_params(model) -> dict[str, torch.nn.Parameter]:
 
 
 def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ckpt: Path, on_checkpoint=None):
+    """AdamW on the drafter's own weights (fc, its layer, norm) through train/loop.py; the held-out figures are
+    teacher-forced agreement with exact and with its own predicted features."""
     head_w = model.get_input_embeddings().weight.detach()[ids_v]
     slot = torch.full((model.config.vocab_size,), -1, dtype=torch.long)
     slot[ids_v] = torch.arange(len(ids_v))
