@@ -88,8 +88,9 @@ class SpecDecPPConfig:
     tokens, every h against fixed K = 1..3) measured h = 0.7 best of {0.7, 0.9, 0.95} on the stage-3 drafter
     (sweep-eagle.md), then h = 0.5 best of {0.5, 0.7, 0.9} on the stage-4 drafter at T = 0 and T = 1
     (sweep-eagle4.md; union of chat / math / code: 16.28 tokens/s at T = 0 against 15.79 for h = 0.7 and 16.99
-    for the best fixed K = 1; 15.13 at T = 1 against 14.62 and 14.89). For the standalone draft's head (`--drafter model`) the cost-model pick was h = 0.9
-    (`python -m specviz.sweep pick-h`, pick-h.json: 66.2 ms per token against 66.9 for the best fixed K = 3).
+    for the best fixed K = 1; 15.13 at T = 1 against 14.62 and 14.89). For the standalone draft's head
+    (`--drafter model`) the cost-model pick was h = 0.9 (`python -m specviz.sweep pick-h`, pick-h.json:
+    66.2 ms per token against 66.9 for the best fixed K = 3).
     Both heads are trained with reject weight 6, so their acceptances sit below the truth and the product
     crosses small h after one or two candidates. k_max = 6: every k_max in 6..12 ties (the threshold fires
     first), and 6 bounds a round's verify forward where the measured verify cost is still flat. k_min = 1:
