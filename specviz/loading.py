@@ -8,7 +8,6 @@ Never ``trust_remote_code``; weights only from safetensors (or GGUF).
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time

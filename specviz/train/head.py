@@ -172,7 +172,8 @@ def main(argv=None) -> None:
     head, history = train_head(fit, val, cfg, rng)
     best = min(history, key=lambda h: h["loss"])
     final = {"epoch": best["epoch"], **evaluate(head, heldout, cfg.reject_weight)}
-    meta = {"target": pair.info["target"], "draft": pair.drafter_name(pair.eagle if a.eagle else pair.draft), "draft_sha256": digest,
+    drafter_name = pair.drafter_name(pair.eagle if a.eagle else pair.draft)
+    meta = {"target": pair.info["target"], "draft": drafter_name, "draft_sha256": digest,
             "recipe": asdict(cfg), "heldout": final, "train_rows": len(fit.label), "val_rows": len(val.label),
             "val_history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()
                              if k in ("epoch", "loss", "auc")} for h in history],

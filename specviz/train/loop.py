@@ -79,7 +79,8 @@ def optimise(model, params: dict, opt, cfg, start: int, history: list[dict], ckp
             model.eval()
             figures = evaluate()
             model.train()
-            history.append({"step": done, "loss": round(ema, 4), **figures, "seconds": round(time.perf_counter() - t0, 1)})
+            history.append({"step": done, "loss": round(ema, 4), **figures,
+                            "seconds": round(time.perf_counter() - t0, 1)})
             bar.write(json.dumps(history[-1]))
             save_checkpoint(ckpt, params, opt, done, history)
             if on_checkpoint:
