@@ -155,6 +155,7 @@ class EagleTrainConfig:
     warmup: int = 20
     doc_prompts: int = 64            # long-context prompts in the distillation data (the draft's recipe: 64)
     broad_prompts: int = 0           # more prompts over real text (train/corpus.py), beside the draft's data
+    self_prompts: int = 0            # more prompts the target writes itself (train/selfprompts.py)
     noise: float = 0.05
     feat_weight: float = 0.1
     balance_inputs: bool = False     # scale f to |e| in fc's input (slows the feature path down; measured worse)
@@ -165,8 +166,8 @@ class EagleTrainConfig:
 
     def __post_init__(self):
         _check(min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts) >= 1
-               and min(self.doc_prompts, self.broad_prompts) >= 0,
-               "steps, batch tokens, checkpoint interval and eval prompts must be >= 1, doc / broad prompts >= 0")
+               and min(self.doc_prompts, self.broad_prompts, self.self_prompts) >= 0,
+               "steps, batch tokens, checkpoint interval and eval prompts must be >= 1, doc / broad / self prompts >= 0")
         _check(self.lr > 0 and self.noise >= 0 and self.feat_weight >= 0 and 0 < self.heldout_fraction < 1,
                "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)")
 

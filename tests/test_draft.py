@@ -7,7 +7,7 @@ import torch
 
 from specviz.config import DraftTrainConfig, ModelConfig
 from specviz.loading import DEFAULT_DRAFT, load_pair, tiny_llama
-from specviz.train import corpus
+from specviz.train import corpus, selfprompts
 from specviz.train.data import _concat, continue_batch
 from specviz.train.draft import build_draft, distill_loss, head_ids, save_draft, train
 from specviz.train import eagle as eagle_train
@@ -130,3 +130,36 @@ def test_eagle_training_lowers_loss_and_resumes(tmp_path):
     assert eagle_train.train(again, data, feats, data, feats, ids_v, cfg, tmp_path / "e.ckpt") == hist
     for (n, p), (_, q) in zip(model.named_parameters(), again.named_parameters()):
         assert torch.equal(p, q), n
+
+
+class _WordTokenizer:
+    """A chat tokenizer over the tiny models' 64 ids: id k is the word "wk", id 2 ends a turn."""
+
+    chat_template = "tiny"
+    eos_token_id, pad_token_id = 2, 0
+
+    def apply_chat_template(self, turns, tokenize=False, add_generation_prompt=True):
+        return "w1 w5 " + turns[0]["content"] + " w2 w7"
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [int(w[1:]) for w in text.split()]}
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " ".join(f"w{i}" for i in ids if not (skip_special_tokens and i == 2))
+
+
+def test_target_written_prompts_are_finished_distinct_and_seeded():
+    m, tok = tiny_llama(vocab=64, layers=2, hidden=32), _WordTokenizer()
+    assert selfprompts.user_prefix(tok) == [1, 5]
+    got = selfprompts.write_prompts(m, tok, 12, torch.Generator().manual_seed(0), max_new=40, batch=8)
+    assert len(got) == 12 and len({t for _, t in got}) == 12 and {c for c, _ in got} == {"self"}
+    assert all(len(t.split()) >= selfprompts.MIN_WORDS and "w2" not in t.split() for _, t in got)
+    assert got == selfprompts.write_prompts(m, tok, 12, torch.Generator().manual_seed(0), max_new=40, batch=8)
+    assert got != selfprompts.write_prompts(m, tok, 12, torch.Generator().manual_seed(1), max_new=40, batch=8)
+    assert selfprompts.keep(" a b c d ", True) == "a b c d"
+    assert selfprompts.keep("a b c d", False) is None and selfprompts.keep("a b", True) is None
+    few = selfprompts.write_prompts(m, tok, 5, torch.Generator().manual_seed(0), max_new=1, batch=4, max_tries=2)
+    assert few == []                                                    # one token never makes a message: gives up
+    tok.chat_template = None
+    with pytest.raises(ValueError, match="chat template"):
+        selfprompts.user_prefix(tok)

@@ -26,7 +26,7 @@ from ..loading import DEFAULT_DRAFT, cache_dir, load_pair
 from . import draft_eval
 from .data import build_shards, merge
 from .draft import build_draft, head_ids, save_draft, train
-from . import corpus
+from . import corpus, selfprompts
 from .prompts import broad, compose, with_documents
 
 COST_PROMPT = "Explain how a rainbow forms, step by step."
@@ -81,6 +81,25 @@ def broad_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
     digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
     with tqdm(total=(len(items) + 63) // 64, desc="target data, broad prompts (shards)") as bar:
         return build_shards(pair.target.model, tok, items, work / "draft-data", f"broad-{digest}", temperature=0.0,
+                            max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed, max_batch=16, progress=bar.update)
+
+
+def self_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
+    """Greedy target continuations of n user turns the target wrote itself (`selfprompts.py`). The prompts are
+    cached as JSON beside the shards, keyed by seed and count; the shards by a digest of the prompts."""
+    tok, model = pair.tokenizer, pair.target.model
+    path = work / "draft-data" / f"self-prompts-seed{cfg.seed + 3}-n{n}.json"
+    if path.exists():
+        items = [tuple(x) for x in json.loads(path.read_text())]
+    else:
+        with tqdm(total=n, desc="target-written prompts") as bar:
+            items = selfprompts.write_prompts(model, tok, n, torch.Generator().manual_seed(cfg.seed + 3),
+                                              progress=lambda k: bar.update(k - bar.n))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(items, ensure_ascii=False, indent=0))
+    digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
+    with tqdm(total=(len(items) + 63) // 64, desc="target data, target-written prompts (shards)") as bar:
+        return build_shards(model, tok, items, work / "draft-data", f"self-{digest}", temperature=0.0,
                             max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed, max_batch=16, progress=bar.update)
 
 

@@ -237,7 +237,7 @@ def main(argv=None) -> None:
         res = run_eval(out, work, cfg)
         write_card(out, EagleTrainConfig(**facts["config"]), {k: v for k, v in facts.items() if k not in ("config", "eval")}, res)
         return
-    from .draft_run import broad_data, distillation_data
+    from .draft_run import broad_data, distillation_data, self_data
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
@@ -245,6 +245,10 @@ def main(argv=None) -> None:
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
     if cfg.broad_prompts:                                    # features cached per part: the first part's are reused
         extra = broad_data(pair, DraftTrainConfig(), cfg.broad_prompts, work)
+        feats = torch.cat([feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")])
+        data = merge([data, extra])
+    if cfg.self_prompts:
+        extra = self_data(pair, DraftTrainConfig(), cfg.self_prompts, work)
         feats = torch.cat([feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")])
         data = merge([data, extra])
     t1 = time.perf_counter()

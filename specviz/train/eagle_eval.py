@@ -105,7 +105,8 @@ def _previous(prev: dict | None) -> str:
         c, h = p["config"], p["history"][-1]
         lines.append(f"- stage {i} of {len(stages) + 1} (each later stage continues with `--warm-start`): {c['steps']} "
                      f"steps, lr {c['lr']}, {c.get('doc_prompts', 64)} long-context prompts, "
-                     f"{c.get('broad_prompts', 0)} prompts over real text, feature loss weight "
+                     f"{c.get('broad_prompts', 0)} prompts over real text, {c.get('self_prompts', 0)} target-written "
+                     f"prompts, feature loss weight "
                      f"{c['feat_weight']}, {p['train_min']:.1f} min; validation agreement {h['heldout_agreement']:.3f} / "
                      f"{h['heldout_agreement_own_features']:.3f} (own features)"
                      + (f"; Spec-Bench agreement {p['agreement']:.3f}" if p.get("agreement") else ""))
@@ -123,7 +124,9 @@ def _docs(cfg: EagleTrainConfig) -> str:
     return docs + ("" if not cfg.broad_prompts else
                    f", and the target's greedy answers to {cfg.broad_prompts} prompts over real text (`train/corpus.py`: "
                    "topics from its vocabulary's words, German manual-page sentences to translate, standard-library "
-                   "functions to explain, test or port)")
+                   "functions to explain, test or port)") + ("" if not cfg.self_prompts else
+                   f", and its greedy answers to {cfg.self_prompts} user turns it wrote itself (`train/selfprompts.py`: "
+                   "sampled at T = 1 from its chat template's open user turn, kept when it closed the turn)")
 
 
 def write_card(out: Path, cfg: EagleTrainConfig, facts: dict, res: dict | None) -> None:
