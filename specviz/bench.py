@@ -36,7 +36,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_PROMPTS = ASSETS / "spec_bench_questions.jsonl"
 MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
 OURS_FIXED = ("ar", "chain", "heuristic")
-KERNELS = {"": "", "skinny": "specviz skinny matmul", "stock": "stock matmul"}   # spec suffix @name
+KERNELS = {"": "", "skinny": "specviz kernels", "stock": "stock kernels"}   # spec suffix @name (kernels.py)
 DRAFTER_LABELS = {"eagle": "EAGLE drafter", "model": "standalone draft"}           # spec suffix +name
 
 

@@ -22,10 +22,28 @@ def test_install_is_cpu_fp32_only_and_stock_restores_it():
     model = tiny_llama()
     lin = [m for m in model.modules() if type(m) is torch.nn.Linear]
     assert kernels.install(model) == len(lin) > 0 and all("forward" in m.__dict__ for m in lin)
+    assert model.config._attn_implementation == kernels.ATTENTION
     with kernels.stock(model, model):                       # the same model twice (a self-draft pair) is fine
-        assert not any("forward" in m.__dict__ for m in lin)
-    assert all("forward" in m.__dict__ for m in lin)
-    assert kernels.install(tiny_llama(dtype=torch.bfloat16)) == 0
+        assert not any("forward" in m.__dict__ for m in lin) and model.config._attn_implementation == "sdpa"
+    assert all("forward" in m.__dict__ for m in lin) and model.config._attn_implementation == kernels.ATTENTION
+    bf16 = tiny_llama(dtype=torch.bfloat16)
+    assert kernels.install(bf16) == 0 and bf16.config._attn_implementation == "sdpa"
+
+
+def test_shared_kv_attention_matches_stock_on_cache_chain_and_tree():
+    """Prefill, a chain on top of the cache, a tree with its 4-D mask: the same logits with the shared-head
+    attention as with Hugging Face's (the tiny model has 4 query heads over 2 key/value heads)."""
+    def run(lm):
+        return [lm.forward(list(range(3, 20))).logits, lm.forward([5, 6, 7]).logits,
+                lm.forward([8, 9, 10, 11, 12], [-1, 0, 0, 1, 2]).logits]
+    lm = LM(tiny_llama(vocab=64, layers=2, hidden=32))
+    assert lm.config.num_key_value_heads < lm.config.num_attention_heads
+    ours = run(lm)
+    lm.reset()
+    with kernels.stock(lm.model):
+        theirs = run(lm)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_lm_forward_agrees_with_stock_kernels():
