@@ -147,6 +147,8 @@ class EagleTrainConfig:
     `--warm-start --lr 0.0006 --warmup 10 --steps 300`, then 200 more on 5x the long-context prompts with
     `--warm-start --doc-prompts 320 --lr 0.0006 --warmup 10 --steps 200` (Spec-Bench agreement 0.302 -> 0.316),
     then 200 more with `--broad-prompts 640` added (prompts over real text, train/corpus.py; 0.316 -> 0.333).
+    A fifth stage adding `--self-prompts 640` (user turns the target wrote, train/selfprompts.py) reached 0.334
+    and was not shipped (assets/experiments/eagle-self-prompts).
     """
 
     steps: int = 200

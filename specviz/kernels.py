@@ -1,4 +1,4 @@
-"""A faster CPU matmul for the few-row linear layers of speculative decoding.
+"""Faster CPU kernels for the few-row forwards of speculative decoding: linear layers and attention.
 
 A verify forward runs every linear layer on a handful of rows (2-64 tree tokens). PyTorch's
 `F.linear(x, W)` computes x @ W^T, and on CPU MKL serves that few-row shape with a small-M gemm that
