@@ -220,15 +220,17 @@ class DySpecConfig:
     slots worth >= the threshold); 0 selects the exact heap variant (Algorithm 1; draft forwards
     batched lazily). Default: the level variant at t = 0.05, chosen by measurement on the 2-core CPU
     (13 Spec-Bench prompts, fp32, budget 16): 7.5 vs 6.7 tokens/s for the heap variant at T = 0, 8.3 vs
-    7.4 at T = 1; fewer, wider draft forwards. Budget 4, by measurement with the skinny fp32 kernels
-    (README benchmark, 12 prompts): 10.5 / 8.6 / 7.6 tokens/s at budgets 4 / 8 / 16 at T = 0, 11.1 / 9.0 /
-    7.8 at T = 1; `python -m specviz.budget` (this machine's verify curve and the pair's acceptance vector)
-    picks 1-3 for the shipped draft, so a better-accepted draft will want a larger one. `draft_temperature`
+    7.4 at T = 1; fewer, wider draft forwards. Budget 3, the pick of `python -m specviz.budget` (this
+    machine's verify curve and the pair's acceptance vector: 3 drafted nodes + the root make 4 rows, MKL's
+    fast width), confirmed on 40 Spec-Bench prompts x 128 tokens, T = 0, EAGLE drafter
+    (assets/bench/bench-gqa-budget3-40x128.md): 15.2 tokens/s at budget 3 against 13.3 at 4 (AR 12.4); on
+    the 12-prompt suite before that, 10.5 / 8.6 / 7.6 at budgets 4 / 8 / 16. A better-accepted draft, or a
+    device whose verify cost is flat (assets/bench/cuda-h200), will want a larger one. `draft_temperature`
     sets the draft probabilities that value the nodes at target temperature 0; at T > 0 the draft is
     warped like the target.
     """
 
-    budget: int = 4
+    budget: int = 3
     level_threshold: float = 0.05
     max_depth: int = 8
     draft_temperature: float = 0.6
@@ -248,12 +250,13 @@ SEQUOIA_FALLBACK_ACCEPTANCE = (0.55, 0.12, 0.05, 0.03, 0.02, 0.015, 0.01, 0.01)
 class TreeConfig:
     """Static trees. `kary`: `width` children per node down to `depth`; `sequoia`: DP tree of `budget` drafted
     nodes (root excluded) and depth <= `max_depth`, from the pair's measured positional acceptance vector
-    (SEQUOIA_FALLBACK_ACCEPTANCE until one is measured). Budget 4 as for DySpec, by measurement (README
-    benchmark, fp32, T = 0 / 1: 10.4 / 9.9 tokens/s at budget 4 against 7.4 / 7.7 at 16)."""
+    (SEQUOIA_FALLBACK_ACCEPTANCE until one is measured). Budget 3 as for DySpec, by measurement (40 x 128,
+    fp32, T = 0: 14.8 tokens/s at budget 3, 12.5 at 4; README benchmark, 12 prompts, T = 0 / 1: 10.4 / 9.9
+    at budget 4 against 7.4 / 7.7 at 16)."""
 
     width: int = 2
     depth: int = 3
-    budget: int = 4
+    budget: int = 3
     max_depth: int = 8
 
     def __post_init__(self):
@@ -306,8 +309,8 @@ class ModelConfig:
     dtype "auto" is bf16 where the hardware multiplies bf16 natively (CUDA; CPUs with avx512_bf16 or
     amx_bf16) and fp32 elsewhere. Measured on the AVX2-only development CPU (assets/verify_curve.json):
     bf16 is emulated there, so a target forward over n tree tokens grows linearly with n (72 ms at n = 1,
-    541 ms at n = 16) while fp32 with specviz's skinny matmul (kernels.py) stays nearly flat (68 ms at
-    n = 1, 86 ms at n = 4, 125 ms at n = 16): bf16 would price trees out.
+    541 ms at n = 16) while fp32 with specviz's kernels (kernels.py) stays nearly flat (69 ms at
+    n = 1, 78 ms at n = 4, 122 ms at n = 16): bf16 would price trees out.
     """
 
     target: str | None = None
