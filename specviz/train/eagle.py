@@ -243,14 +243,11 @@ def main(argv=None) -> None:
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
     data = distillation_data(pair, DraftTrainConfig(doc_prompts=cfg.doc_prompts), work)
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
-    if cfg.broad_prompts:                                    # features cached per part: the first part's are reused
-        extra = broad_data(pair, DraftTrainConfig(), cfg.broad_prompts, work)
-        feats = torch.cat([feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")])
-        data = merge([data, extra])
-    if cfg.self_prompts:
-        extra = self_data(pair, DraftTrainConfig(), cfg.self_prompts, work)
-        feats = torch.cat([feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")])
-        data = merge([data, extra])
+    for make, n in ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts)):
+        if n:                                                # features cached per part: earlier parts' are reused
+            extra = make(pair, DraftTrainConfig(), n, work)
+            feats = torch.cat([feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")])
+            data = merge([data, extra])
     t1 = time.perf_counter()
     order = list(range(len(data)))
     random.Random(cfg.seed).shuffle(order)
