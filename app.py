@@ -31,8 +31,8 @@ from specviz.viz_run import histogram_figure, position_figure, race_figure, spee
 from specviz.viz_tree import showcase_round, stop_figure, tree_figure
 
 RUN, MODEL = RunConfig(), ModelConfig()
-KNOBS = {"chain": ("k",), "heuristic": ("start_k",), "specdecpp": ("h",), "dyspec": ("budget",),
-         "sequoia": ("budget",), "kary": ("width", "depth")}
+KNOBS = {"chain": ("k",), "heuristic": ("start_k",), "specdecpp": ("h",), "dyspec": ("budget", "copy"),
+         "sequoia": ("budget",), "kary": ("width", "depth"), "lookup": ("k",)}
 STREAM_EVERY_S = 0.3
 EXPORTS = Path(tempfile.gettempdir()) / "specviz-exports"
 EXPORT_TTL_S = 3600
@@ -88,11 +88,14 @@ def _number(x, name: str) -> float:
     return float(x)
 
 
-def make_run(method, k, h, budget, width, depth, start_k, temperature, top_p, max_new, seed,
+def make_run(method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new, seed,
              drafter=RUN.drafter) -> RunConfig:
-    """Widget values -> a validated RunConfig; ValueError (shown as gr.Error) on anything out of range."""
+    """Widget values -> a validated RunConfig; ValueError (shown as gr.Error) on anything out of range.
+    The K slider sets the chain's K and prompt lookup's length; `copy` turns prompt lookup on in DySpec."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
+    if not isinstance(copy, bool):
+        raise ValueError(f"'copy from the context' must be true or false, got {copy!r}")
     return RunConfig(
         drafter=drafter,
         method=method, max_new_tokens=_whole(max_new, "max new tokens"),
@@ -101,7 +104,8 @@ def make_run(method, k, h, budget, width, depth, start_k, temperature, top_p, ma
         chain=replace(RUN.chain, k=_whole(k, "K")),
         heuristic=replace(RUN.heuristic, start_k=_whole(start_k, "start K")),
         specdecpp=replace(RUN.specdecpp, threshold=_number(h, "threshold h")),
-        dyspec=replace(RUN.dyspec, budget=_whole(budget, "budget")),
+        dyspec=replace(RUN.dyspec, budget=_whole(budget, "budget"), lookup=copy),
+        lookup=replace(RUN.lookup, k=_whole(k, "K")),
         tree=replace(RUN.tree, width=_whole(width, "tree width"), depth=_whole(depth, "tree depth"),
                      budget=_whole(budget, "budget")))
 
@@ -170,6 +174,8 @@ def build_ui() -> gr.Blocks:
                     "width": gr.Slider(1, 8, value=RUN.tree.width, step=1, label="tree width (children per node)",
                                        visible="width" in shown),
                     "depth": gr.Slider(1, 8, value=RUN.tree.depth, step=1, label="tree depth", visible="depth" in shown),
+                    "copy": gr.Checkbox(value=RUN.dyspec.lookup, visible="copy" in shown,
+                                        label="also copy from the context (prompt lookup) where that beats the draft"),
                 }
                 compare = gr.Checkbox(value=True, label="also time autoregressive decoding (for the speedup)")
                 with gr.Accordion("Sampling and length", open=False):
@@ -251,11 +257,11 @@ def build_ui() -> gr.Blocks:
         def on_method(m):
             return [gr.update(visible=name in KNOBS.get(m, ())) for name in knob]
 
-        def on_run(prompt_, method_, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_, pair_,
+        def on_run(prompt_, method_, k, h, budget, width, depth, start_k, copy, temp, top_p_, max_new_, seed_, pair_,
                    dtype_, target_, draft_, drafter_, compare_):
             try:
                 text = make_prompt(prompt_)
-                run = make_run(method_, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_, drafter_)
+                run = make_run(method_, k, h, budget, width, depth, start_k, copy, temp, top_p_, max_new_, seed_, drafter_)
                 model = session.model_config(pair_, dtype_, target_, draft_)
                 session.check_method(method_)
                 yield {status: f"Running **{_label(method_)}** … (the first round includes the prompt's prefill)"}
@@ -310,7 +316,7 @@ def build_ui() -> gr.Blocks:
             return render(trace, base, f"Recorded trace **{name}**: prompt “{trace.prompt_text[:80]}”. "
                                        "Press Run to decode it live.", paths[name])
 
-        def on_race(prompt_, methods, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_, pair_,
+        def on_race(prompt_, methods, k, h, budget, width, depth, start_k, copy, temp, top_p_, max_new_, seed_, pair_,
                     dtype_, target_, draft_, drafter_):
             try:
                 text = make_prompt(prompt_)
@@ -318,7 +324,7 @@ def build_ui() -> gr.Blocks:
                     raise ValueError("pick 2 to 4 methods to race")
                 for m in methods:
                     session.check_method(m)
-                runs = [make_run(m, k, h, budget, width, depth, start_k, temp, top_p_, max_new_, seed_, drafter_)
+                runs = [make_run(m, k, h, budget, width, depth, start_k, copy, temp, top_p_, max_new_, seed_, drafter_)
                         for m in methods]
                 model = session.model_config(pair_, dtype_, target_, draft_)
                 for done in session.race(text, runs, model):
@@ -326,7 +332,7 @@ def build_ui() -> gr.Blocks:
             except (ValueError, RuntimeError, OSError) as e:
                 raise gr.Error(str(e)) from None
 
-        knobs_in = [knob[n] for n in ("k", "h", "budget", "width", "depth", "start_k")]
+        knobs_in = [knob[n] for n in ("k", "h", "budget", "width", "depth", "start_k", "copy")]
         settings = [*knobs_in, temperature, top_p, max_new, seed, pair, dtype, target, draft, drafter]
         method.change(on_method, method, list(knob.values()), api_visibility="private")
         run_ev = run_btn.click(on_run, [prompt, method, *settings, compare], views, api_name="run",

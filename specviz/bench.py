@@ -59,13 +59,13 @@ class Setting:
     kind: str                  # "ours" | "hf"
     method: str                # our method name, or the Hugging Face mode
     k: int | None = None
-    knob: tuple | None = None  # (RunConfig field, sub-field, value) set by a parametrised spec, e.g. specdecpp:0.8
+    knobs: tuple = ()          # (RunConfig field, sub-field, value) set by a parametrised spec, e.g. specdecpp:0.8
     kernels: str = ""          # "skinny" | "stock" linear layers (kernels.py); "" = the default: ours skinny, HF stock
     drafter: str = "auto"      # RunConfig.drafter: spec suffix +eagle / +model (HF always uses the standalone draft)
 
     @property
     def hf_assisted(self) -> bool:
-        return self.kind == "hf" and self.method != "plain"
+        return self.kind == "hf" and self.method not in ("plain", "lookup")     # a draft model assists
 
 
 # -- prompts and settings ----------------------------------------------------------------------
@@ -117,8 +117,12 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
             raise ValueError(f"method spec {full!r}: the part after '+' must be one of {', '.join(DRAFTER_LABELS)}")
         n_before = len(out)
         name, _, arg = spec.partition(":")
+        arg, _, extend = arg.partition("/")               # lookup:K/E, dyspec-lookup:B/E: copies past the budget
+        if extend and name not in ("lookup", "dyspec-lookup"):
+            raise ValueError(f"method spec {spec!r}: only lookup and dyspec-lookup take '/E' (copies in all)")
         try:
-            k = int(arg) if arg and name in ("chain", "hf-assist", "hf-heuristic") else None
+            ext = (("lookup", "extend_to", int(extend)),) if extend else ()
+            k = int(arg) if arg and name in ("chain", "hf-assist", "hf-heuristic", "hf-lookup") else None
             x = float(arg) if arg else None
         except ValueError:
             raise ValueError(f"method spec {spec!r}: the part after ':' must be a number") from None
@@ -131,24 +135,35 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
             out.append(Setting(spec, f"HF assisted, constant K={k}", "hf", "constant", k))
         elif name == "hf-assist":
             out.append(Setting(spec, "HF assisted, library defaults (dynamic: K<=20, confidence 0.4)", "hf", "dynamic"))
+        elif name == "hf-lookup":
+            out.append(Setting(spec, f"HF prompt lookup, K={k or 10} (no draft model)", "hf", "lookup", k or 10))
         elif name == "hf-heuristic":
             out.append(Setting(spec, f"HF assisted, heuristic schedule (start K={k or 5})", "hf", "heuristic", k or 5))
         elif name in ("dyspec-level", "dyspec-heap") and "dyspec" in available:
             t = 0.0 if name == "dyspec-heap" else x if x is not None else RunConfig().dyspec.level_threshold
             label = "heap variant" if t == 0 else f"level variant (t={t:g})"
             out.append(Setting(spec, f"specviz {METHOD_LABELS['dyspec']}, {label}", "ours", "dyspec",
-                               knob=("dyspec", "level_threshold", t)))
+                               knobs=(("dyspec", "level_threshold", t),)))
+        elif name == "dyspec-lookup" and "dyspec" in available:
+            b = int(x) if x is not None else RunConfig().dyspec.budget
+            label = f"specviz {METHOD_LABELS['dyspec']} + prompt lookup, budget={b}" + (f", extend_to={extend}" if extend else "")
+            out.append(Setting(spec, label, "ours", "dyspec",
+                               knobs=(("dyspec", "lookup", True), ("dyspec", "budget", b), *ext)))
+        elif name == "lookup" and name in available:
+            k = int(x) if x is not None else RunConfig().lookup.k
+            out.append(Setting(spec, f"specviz {METHOD_LABELS['lookup']}, k={k}" + (f", extend_to={extend}" if extend else ""),
+                               "ours", "lookup", knobs=(("lookup", "k", k), *ext)))
         elif name in available and arg:
             if name not in SPEC_KNOBS:
                 raise ValueError(f"method {name!r} takes no ':' parameter")
             field, sub, cast = SPEC_KNOBS[name]
             out.append(Setting(spec, f"specviz {METHOD_LABELS.get(name, name)}, {sub}={arg}", "ours", name,
-                               knob=(field, sub, cast(x))))
+                               knobs=((field, sub, cast(x)),)))
         elif name in available:
             out.append(Setting(name, f"specviz {METHOD_LABELS.get(name, name)}", "ours", name))
         else:
-            raise ValueError(f"unknown method {spec!r}; available: {', '.join(available)}, chain:K, hf, hf-assist, "
-                             "hf-assist:K, hf-heuristic")
+            raise ValueError(f"unknown method {spec!r}; available: {', '.join(available)}, chain:K, dyspec-lookup:B, "
+                             "lookup:K/E, hf, hf-assist, hf-assist:K, hf-heuristic, hf-lookup:K")
         if drafter:
             if any(s.kind == "hf" for s in out[n_before:]):
                 raise ValueError(f"method spec {full!r}: Hugging Face settings always use the standalone draft")
@@ -166,10 +181,10 @@ def method_knobs(s: Setting) -> dict:
     """RunConfig fields for a setting: chain:K, or the one knob a parametrised spec sets."""
     if s.method == "chain":
         return {"chain": ChainConfig(s.k)}
-    if s.knob is None:
-        return {}
-    field, sub, value = s.knob
-    return {field: replace(getattr(RunConfig(), field), **{sub: value})}
+    out: dict = {}
+    for field, sub, value in s.knobs:
+        out[field] = replace(out.get(field, getattr(RunConfig(), field)), **{sub: value})
+    return out
 
 
 # -- one run -----------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ emitted (n accepted draft tokens + 1 target token), so tau = emitted tokens / ro
 Settings (`HFSetting.mode`): "plain" (target alone), "dynamic" (the library defaults, knobs left
 unset; in transformers 5: constant schedule, K = 20, confidence threshold 0.4, adapted by ROC
 when scikit-learn is importable),
-"constant" (fixed K, threshold 0: classic speculative decoding), "heuristic" (+2 / -1, start K).
+"constant" (fixed K, threshold 0: classic speculative decoding), "heuristic" (+2 / -1, start K),
+"lookup" (prompt lookup decoding, no assistant: `prompt_lookup_num_tokens` = K, library default n-gram size).
 """
 from __future__ import annotations
 
@@ -24,12 +25,12 @@ KNOBS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_con
 
 @dataclass(frozen=True)
 class HFSetting:
-    mode: str                  # plain | dynamic | constant | heuristic
+    mode: str                  # plain | dynamic | constant | heuristic | lookup
     k: int | None = None       # constant / heuristic: draft tokens per round (heuristic: the start value)
 
     def knobs(self) -> dict | None:
-        """Values for the assistant's generation_config, or None for the plain target."""
-        if self.mode == "plain":
+        """Values for the assistant's generation_config, or None where no assistant runs."""
+        if self.mode in ("plain", "lookup"):
             return None
         if self.mode == "dynamic":                  # unset: the candidate generator fills in the library defaults
             return dict.fromkeys(KNOBS)
@@ -86,6 +87,8 @@ def hf_generate(target_model, prompt_ids: list[int], max_new_tokens: int, temper
     else:
         kw.update(do_sample=False)
     knobs = setting.knobs()
+    if setting.mode == "lookup":
+        kw["prompt_lookup_num_tokens"] = setting.k or 10
     if knobs is not None:
         if assistant_model is None:
             raise ValueError("an assisted Hugging Face setting needs an assistant model")

@@ -143,6 +143,19 @@ def load_curves(path: Path = CURVE_FILE) -> dict[str, dict]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def device_curve(info: dict, path: Path = CURVE_FILE) -> dict | None:
+    """The stored target verify curve for this pair's target, dtype and device type (`Pair.info`), else None.
+
+    Measured on one machine; on another it is a guess of the same shape until `python -m specviz.budget`
+    re-measures it there."""
+    rec = load_curves(path).get(info.get("dtype"))
+    if not rec or rec.get("models", {}).get("target") != info.get("target"):
+        return None
+    if str(rec["models"].get("device", "cpu")).split(":")[0] != str(info.get("device", "cpu")).split(":")[0]:
+        return None
+    return rec["target"]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     import argparse
     from .config import DTYPES, ModelConfig, TreeConfig

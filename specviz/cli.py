@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from .config import (DRAFTERS, DTYPES, METHODS, ChainConfig, DySpecConfig, HeuristicConfig, ModelConfig, RunConfig, SamplingConfig,
-                     SpecDecPPConfig, TreeConfig)
+from .config import (DRAFTERS, DTYPES, METHODS, ChainConfig, DySpecConfig, HeuristicConfig, LookupConfig, ModelConfig,
+                     RunConfig, SamplingConfig, SpecDecPPConfig, TreeConfig)
 
 _D = RunConfig()
 
@@ -44,7 +44,9 @@ def run_config(a: argparse.Namespace) -> RunConfig:
                                   max_k=max(_D.heuristic.max_k, a.k or 0)),
         specdecpp=SpecDecPPConfig(threshold=a.threshold if a.threshold is not None else _D.specdecpp.threshold,
                                   k_min=_D.specdecpp.k_min, k_max=a.k_max or _D.specdecpp.k_max),
-        dyspec=DySpecConfig(**{**_D.dyspec.__dict__, **({"budget": a.budget} if a.budget else {})}),
+        dyspec=DySpecConfig(**{**_D.dyspec.__dict__, **({"budget": a.budget} if a.budget else {}),
+                               **({"lookup": a.copy} if a.copy is not None else {})}),
+        lookup=LookupConfig(**{**_D.lookup.__dict__, **({"k": a.k} if a.k is not None else {})}),
         tree=TreeConfig(**{**_D.tree.__dict__, **({"budget": a.budget} if a.budget else {}),
                            **({"width": a.width} if a.width else {}), **({"depth": a.depth} if a.depth else {})}),
         drafter=a.drafter)
@@ -57,7 +59,9 @@ def _generate_parser(sub):
     src.add_argument("--prompts", help="JSON-lines file with a 'turns' list per line (Spec-Bench shape)")
     p.add_argument("--limit", type=int, default=None, help="use only the first N prompts of --prompts")
     p.add_argument("--method", choices=METHODS, default=_D.method)
-    p.add_argument("--k", type=int, default=None, help="draft length K (chain), start K (heuristic)")
+    p.add_argument("--k", type=int, default=None, help="draft length K (chain, lookup), start K (heuristic)")
+    p.add_argument("--copy", action=argparse.BooleanOptionalAction, default=None,
+                   help="DySpec: also copy tokens from the context (prompt lookup) where that beats the draft")
     p.add_argument("--threshold", type=float, default=None, help="SpecDec++ stop threshold h")
     p.add_argument("--k-max", type=int, default=None, help="SpecDec++ maximum draft length")
     p.add_argument("--budget", type=int, default=None, help="tree node budget (dyspec, sequoia)")

@@ -71,7 +71,7 @@ def iter_rounds(pair: Pair, prompt_ids: Sequence[int], run: RunConfig, drafter: 
         if s.greedy:
             verdict = verify_greedy(tree, logits.argmax(-1).tolist())
         else:
-            verdict = verify_sampled(tree, probs, prop.proposals, rng)
+            verdict = verify_sampled(tree, probs, prop.proposals, rng, prop.copied)
         p_nodes = [None] + probs[torch.tensor(tree.parents[1:], dtype=torch.long),
                                  torch.tensor(tree.tokens[1:], dtype=torch.long)].tolist()
         # 4. commit: the accepted path stays in the target cache, truncated at EOS / budget
@@ -86,7 +86,8 @@ def iter_rounds(pair: Pair, prompt_ids: Sequence[int], run: RunConfig, drafter: 
         rnd = RoundTrace(
             index=index, context_len=ctx + 1, tree=tree, status=tuple(verdict.status), p=tuple(p_nodes),
             accepted_path=tuple(verdict.accepted_path), emitted=tuple(emitted), correction=verdict.correction,
-            draft_ms=(t1 - t0) * 1e3, verify_ms=(t2 - t1) * 1e3, draft_forwards=prop.draft_forwards, **prop.info)
+            draft_ms=(t1 - t0) * 1e3, verify_ms=(t2 - t1) * 1e3, draft_forwards=prop.draft_forwards,
+            copied=tuple(sorted(prop.copied)) or None, **prop.info)
         # 5. let the drafter fix its cache and adapt (a feature drafter first reads the accepted path's features)
         if drafter.wants_target_features:
             drafter.see_target(ctx, fwd.hidden[[0, *verdict.accepted_path]])

@@ -24,6 +24,7 @@ class Proposal:
     proposals: dict[int, torch.Tensor] = field(default_factory=dict)   # node -> D its children were drawn from
     draft_forwards: int = 0
     info: dict = field(default_factory=dict)                           # method-specific RoundTrace fields
+    copied: frozenset[int] = frozenset()                               # nodes proposed as a point mass (lookup.py)
 
 
 class Drafter:

@@ -25,7 +25,9 @@ def _specdecpp(run, pair, rng):
 
 def _dyspec(run, pair, rng):
     from .dyspec import DySpecDrafter
-    return DySpecDrafter(pair.drafter_lm(run.drafter), run.sampling, rng, run.dyspec, pair.eos_ids)
+    lookup = run.lookup if run.dyspec.lookup else None
+    return DySpecDrafter(pair.drafter_lm(run.drafter), run.sampling, rng, run.dyspec, pair.eos_ids, lookup,
+                         _curve(pair) if lookup and lookup.extend_to else None)
 
 
 def _kary(run, pair, rng):
@@ -40,8 +42,20 @@ def _sequoia(run, pair, rng):
     return StaticTreeDrafter(lm, run.sampling, rng, sequoia(run.tree.budget, P, run.tree.max_depth), pair.eos_ids)
 
 
+def _lookup(run, pair, rng):
+    from .lookup import LookupDrafter
+    return LookupDrafter(run.lookup, pair.eos_ids, _curve(pair) if run.lookup.extend_to else None)
+
+
+def _curve(pair):
+    """The pair's stored verify curve (copies past the budget need one), or None."""
+    from .budget import device_curve
+    return device_curve(pair.info)
+
+
 BUILDERS = {"ar": _ar, "chain": _chain, "heuristic": _heuristic, "specdecpp": _specdecpp,
-            "dyspec": _dyspec, "kary": _kary, "sequoia": _sequoia}
+            "dyspec": _dyspec, "kary": _kary, "sequoia": _sequoia,
+            "lookup": _lookup}
 
 
 def drafter_kind(run: RunConfig, pair) -> str:
@@ -49,7 +63,7 @@ def drafter_kind(run: RunConfig, pair) -> str:
 
     "auto" takes the EAGLE drafter where the pair has one, except for SpecDec++ without an acceptance
     head trained on it, which then drafts with the standalone model and its head."""
-    if run.method == "ar":
+    if run.method in ("ar", "lookup"):
         return "none"
     lm = pair.drafter_lm(run.drafter)
     if run.method == "specdecpp" and run.drafter == "auto" and lm is pair.eagle:

@@ -55,6 +55,7 @@ class RoundTrace:
     verify_ms: float
     overhead_ms: float = 0.0
     draft_forwards: int = 0
+    copied: tuple[int, ...] | None = None        # nodes copied from the context (prompt lookup), not drafted
     # SpecDec++ only
     accept_probs: tuple[float, ...] | None = None
     stop_probs: tuple[float, ...] | None = None
@@ -155,6 +156,10 @@ def _round_from_dict(r: dict) -> RoundTrace:
     for k in ("threshold",):
         if r.get(k) is not None:
             opt[k] = _num(r[k], k)
+    if r.get("copied") is not None:
+        opt["copied"] = _ints(r["copied"], "copied")
+        if any(not (0 < i < len(tree)) for i in opt["copied"]):
+            raise ValueError(f"round {r.get('index')}: copied names a node outside the tree")
     if r.get("stop_reason") is not None:
         opt["stop_reason"] = str(r["stop_reason"])
     if r.get("hindsight_k") is not None:

@@ -8,6 +8,13 @@ draft probabilities along the path to u (w(root) = 1). The next draw at u is the
 is worth w(c) = w(u) * D[u][c]. Children are kept in the order they were drawn (node order): the
 verifier tests them in that order against the same D.
 
+Copied nodes (prompt lookup, `lookup.py`; DySpec with ``lookup`` on): the context's own continuation offers a
+chain of tokens with prior acceptance ``alpha`` (cumulative, from the root); a *copy slot* at the root, and
+then at each copied node, is worth ``alpha[j]``, and a grower may spend budget on it like on a sampling slot.
+A copied node is a point-mass proposal; the token it copies is removed from its parent's D before any draw
+(``D`` is then that renormalised remainder, ``scale[u]`` the draft mass it kept), so no drawn sibling
+repeats it and the verifier's sequential rejection stays exact. Copying needs no draft forward.
+
 At target temperature 0 nothing is sampled: each draw takes the most probable remaining token
 (deterministic top order) and verification is argmax matching, so any tree shape stays lossless.
 
@@ -22,7 +29,9 @@ from collections.abc import Sequence
 
 import torch
 
+from .config import LookupConfig
 from .drafters import DraftLMDrafter, Proposal
+from .lookup import NgramIndex, best_extension, cut_at_eos, prior
 from .sampling import warp
 from .trace import DraftTree
 
@@ -62,9 +71,17 @@ class TreeDrafter(DraftLMDrafter):
 
     value_temperature: float | None = None      # greedy runs only: temperature of the D that sets q and node values
     max_children: int = 64
+    lookup: LookupConfig | None = None          # copy slots from prompt lookup (DySpec with lookup on)
+    curve: dict | None = None                   # the target's verify curve: copies past the budget (lookup.extend_to)
+    index: NgramIndex | None = None
 
-    def start(self, committed: Sequence[int], max_depth: int) -> None:
-        """Feed the committed tokens the draft has not seen and make the root (the last committed token)."""
+    def begin(self, prompt_ids):
+        super().begin(prompt_ids)
+        self.index = NgramIndex(self.lookup.max_ngram) if self.lookup else None
+
+    def start(self, committed: Sequence[int], max_depth: int, copy_depth: int | None = None) -> None:
+        """Feed the committed tokens the draft has not seen and make the root (the last committed token).
+        `copy_depth`: how deep copied nodes may go past the budget (default `max_depth`)."""
         logits = self.feed_pending(committed)
         self.max_depth = max_depth
         self.tokens, self.parents, self.q, self.depth, self.w = [committed[-1]], [-1], [1.0], [0], [1.0]
@@ -72,6 +89,20 @@ class TreeDrafter(DraftLMDrafter):
         self.order: dict[int, tuple[list[int], list[float]]] = {}   # node -> its drawing order (tokens, D)
         self.drawn: dict[int, int] = {}                             # node -> children drawn so far
         self.left: dict[int, float] = {}                            # node -> sum(R[u])
+        self.scale: dict[int, float] = {}                           # node -> draft mass left after removing its copy
+        self.copied: set[int] = set()
+        self.copy_at: dict[int, int] = {}                           # node -> index j of the token it would copy next
+        self.copy_token: dict[int, int] = {}                        # node -> the token it copies or may copy next
+        self.copy_toks, self.copy_alpha = [], []
+        if self.index is not None:
+            self.index.sync(committed)
+            most = max(self.lookup.k, self.lookup.extend_to) if self.curve else self.lookup.k
+            n, toks = self.index.propose(min(most, copy_depth or max_depth), self.lookup.min_ngram)
+            self.copy_toks = cut_at_eos(toks, self.eos_ids)
+            self.copy_alpha = prior(n, len(self.copy_toks))
+            if self.copy_toks:
+                self.copy_at[0] = 0
+                self.copy_token[0] = self.copy_toks[0]
         self.draft_forwards = 1
         self._set_dists([0], logits[None])
 
@@ -82,9 +113,50 @@ class TreeDrafter(DraftLMDrafter):
     def computed(self, u: int) -> bool:
         return u in self.D
 
+    def copy_value(self, u: int) -> float:
+        """Value of the copy slot at u (0 when u has none): the prior that the copy chain is accepted that far,
+        or the draft's own value of that token where the draft has computed u and rates it higher."""
+        j = self.copy_at.get(u)
+        if j is None or not self.expandable(u) or len(self.copied) >= self.lookup.k:
+            return 0.0
+        v = self.copy_alpha[j]
+        if u in self.scale:
+            v = max(v, self.w[u] * (1.0 - self.scale[u]))
+        return v
+
+    def copy(self, u: int, v: float | None = None) -> int:
+        """Turn u's copy slot (copy_value(u) > 0, or value v) into a copied node; returns the new node id."""
+        v = self.copy_value(u) if v is None else v
+        j = self.copy_at.pop(u)
+        self.tokens.append(self.copy_toks[j])
+        self.parents.append(u)
+        self.q.append(1.0)
+        self.depth.append(self.depth[u] + 1)
+        self.w.append(v)
+        c = len(self.tokens) - 1
+        self.copied.add(c)
+        if j + 1 < len(self.copy_toks):
+            self.copy_at[c] = j + 1
+            self.copy_token[c] = self.copy_toks[j + 1]
+        return c
+
     def mass(self, u: int) -> float:
         """Draft mass not yet drawn at u; 0 once no draw is left (D's support, or `max_children`, used up)."""
         return self.left[u] if self.drawn[u] < len(self.order[u][0]) else 0.0
+
+    def extend_copies(self) -> None:
+        """Past the budget: copy on from the open copy slot while the expected tokens per verify millisecond
+        rise on this device's verify curve (`lookup.best_extension`); no draft forward is needed.
+        Node values stand in for acceptance probabilities, as everywhere in the tree."""
+        if self.curve is None or not self.copy_at:
+            return
+        (u, j), = self.copy_at.items()
+        if self.tokens[u] in self.eos_ids:
+            return
+        room = min(self.lookup.extend_to - len(self.copied), len(self.copy_toks) - j)
+        alphas = self.copy_alpha[j:j + max(0, room)]
+        for a in alphas[:best_extension(1 + sum(self.w[1:]), len(self.tokens), alphas, self.curve)]:
+            u = self.copy(u, a)
 
     def expandable(self, c: int) -> bool:
         """May c get children: not EOS, and not at the depth limit of this round."""
@@ -96,17 +168,25 @@ class TreeDrafter(DraftLMDrafter):
         j = self.drawn[u]
         y, d = toks[j], probs[j]
         self.drawn[u] = j + 1
-        self.left[u] = max(0.0, self.left[u] - d)
+        self.left[u] = max(0.0, self.left[u] - d * self.scale[u])
         self.tokens.append(y)
         self.parents.append(u)
         self.q.append(d)
         self.depth.append(self.depth[u] + 1)
-        self.w.append(self.w[u] * d)
+        self.w.append(self.w[u] * d * self.scale[u])
         return len(self.tokens) - 1
 
     def compute(self, nodes: Sequence[int]) -> None:
-        """One draft forward over `nodes` (their parents already computed): sets D, drawing orders and slots."""
-        nodes = list(nodes)
+        """Draft forwards over `nodes`: sets D, drawing orders and slots. One forward when their parents are
+        computed (always, for drawn nodes); a copied chain whose nodes hang off each other takes one per link,
+        because a feature drafter reads each node's parent output."""
+        nodes = [c for c in nodes if not self.computed(c)]
+        while nodes:
+            ready = [c for c in nodes if self.computed(self.parents[c])]
+            self._compute(ready)
+            nodes = [c for c in nodes if not self.computed(c)]
+
+    def _compute(self, nodes: list[int]) -> None:
         past, root_slot = self.lm.length, self.slots[0]
         visible = torch.zeros(len(nodes), past, dtype=torch.bool)                    # (n, past)
         visible[:, :root_slot + 1] = True
@@ -124,15 +204,25 @@ class TreeDrafter(DraftLMDrafter):
     def _set_dists(self, nodes: list[int], logits: torch.Tensor) -> None:
         t = self.value_temperature if self.sampling.greedy else None
         D = warp(logits, self.sampling, temperature=t)                                # (n, V)
+        scale = [1.0] * len(nodes)
+        for i, u in enumerate(nodes):                  # the token u copies, or may copy, leaves u's draws
+            y = self.copy_token.get(u)
+            if y is not None:
+                scale[i] = max(0.0, 1.0 - float(D[i, y]))
+                D[i, y] = 0.0
+                if scale[i] > 0:
+                    D[i] /= D[i].sum()
         toks, probs = draw_order(D, self.max_children, self.rng, self.sampling.greedy, self.lm.head_ids)
         for i, u in enumerate(nodes):
             self.D[u] = D[i]
-            self.order[u] = (toks[i], probs[i])
+            self.order[u] = (toks[i], probs[i]) if scale[i] > 0 else ([], [])
             self.drawn[u] = 0
-            self.left[u] = 1.0
+            self.scale[u] = scale[i]
+            self.left[u] = scale[i]
 
     def proposal(self) -> Proposal:
         """The grown tree; at T > 0 also D at every node that has children (what the verifier needs)."""
         tree = DraftTree(tuple(self.tokens), tuple(self.parents), tuple(self.q))
-        props = {} if self.sampling.greedy else {u: self.D[u] for u in sorted(set(self.parents[1:]))}
-        return Proposal(tree, props, self.draft_forwards)
+        drew = {self.parents[c] for c in range(1, len(self.tokens)) if c not in self.copied}
+        props = {} if self.sampling.greedy else {u: self.D[u] for u in sorted(drew)}
+        return Proposal(tree, props, self.draft_forwards, copied=frozenset(self.copied))

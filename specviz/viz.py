@@ -28,6 +28,7 @@ PALETTE = {
     CORRECTED: "#f59e0b",
     TARGET: "#7c3aed",
 }
+COPY_BORDER = "#06b6d4"          # the outline of a node copied from the context (prompt lookup), any status
 SPAN_COLORS = {DRAFTED: PALETTE[ACCEPTED], BONUS_TOKEN: PALETTE[BONUS_TOKEN], CORRECTED: PALETTE[CORRECTED],
                TARGET: PALETTE[TARGET]}
 LABELS = {ROOT: "last committed token", ACCEPTED: "accepted draft token", REJECTED: "rejected draft token",
@@ -35,7 +36,7 @@ LABELS = {ROOT: "last committed token", ACCEPTED: "accepted draft token", REJECT
           CORRECTED: "resampled correction", TARGET: "target token (no draft)"}
 # Short method names for axes and lanes (the app's long labels live in config.METHOD_LABELS).
 SHORT_NAMES = {"ar": "autoregressive", "chain": "chain, fixed K", "heuristic": "heuristic K", "specdecpp": "SpecDec++",
-               "dyspec": "DySpec", "kary": "k-ary tree", "sequoia": "Sequoia"}
+               "dyspec": "DySpec", "kary": "k-ary tree", "sequoia": "Sequoia", "lookup": "prompt lookup"}
 PHASE_COLORS = {"draft": "#60a5fa", "verify": "#1e3a8a", "overhead": "#94a3b8", "other": "#e2e8f0"}
 FONT = dict(family="Inter, system-ui, -apple-system, Segoe UI, sans-serif", size=13, color="#1f2937")
 MAX_LABEL = 12
@@ -91,10 +92,11 @@ def placeholder(message: str, height: int = 360, title: str | None = None) -> go
     return base_layout(fig, height, title)
 
 
-def legend_entry(fig: go.Figure, name: str, color: str, symbol: str = "square") -> None:
+def legend_entry(fig: go.Figure, name: str, color: str, symbol: str = "square", border: str | None = None) -> None:
     """A legend-only item (the real marks are chips or bars drawn elsewhere)."""
+    line = dict(color=border, width=3) if border else None
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
-                             marker=dict(color=color, size=12, symbol=symbol)))
+                             marker=dict(color=color, size=12, symbol=symbol, line=line)))
 
 
 def token_spans(trace: GenerationTrace) -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 
 from .metrics import BONUS_TOKEN, CORRECTED, TARGET
 from .trace import ACCEPTED, BONUS, REJECTED, RESAMPLE, ROOT, UNVISITED, RoundTrace
-from .viz import LABELS, MAX_LABEL, PALETTE, base_layout, legend_entry, placeholder, token_label
+from .viz import COPY_BORDER, LABELS, MAX_LABEL, PALETTE, base_layout, legend_entry, placeholder, token_label
 
 MAX_DRAW_NODES = 400
 MIN_ROWS = 4
@@ -89,6 +89,8 @@ def _hover(rnd: RoundTrace, u, kind: str, token_text: Mapping[int, str], greedy:
         return head + "root: the last committed token"
     q, p = rnd.tree.q[u], rnd.p[u]
     lines = [f"{LABELS[kind]}", f"q (draft) = {_fmt(q)}", f"p (target) = {_fmt(p)}"]
+    if u in (rnd.copied or ()):
+        lines[1] = "copied from the context (prompt lookup): a point mass, q = 1"
     if p is not None and q > 0:
         lines.append(f"acceptance ratio min(1, p/q) = {min(1.0, p / q):.3f}")
     if greedy:
@@ -129,6 +131,7 @@ def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = F
     for u in g.nodes:
         by_kind.setdefault(g.nodes[u]["kind"], []).append(u)
     order = [ROOT, ACCEPTED, BONUS_TOKEN, CORRECTED, TARGET, REJECTED, UNVISITED]
+    copied = set(rnd.copied or ())
     for kind in order:
         nodes = by_kind.get(kind, [])
         if not nodes:
@@ -142,9 +145,13 @@ def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = F
         for u in nodes:
             tok = rnd.emitted[rnd.n_accepted] if u == CORRECTION else rnd.tree.tokens[u]
             dark = kind == UNVISITED
+            copy = u in copied
             fig.add_annotation(x=pos[u][0], y=pos[u][1], text=token_label(token_text, tok, limit), showarrow=False,
-                               bgcolor=PALETTE[kind], bordercolor="white", borderwidth=1, borderpad=5,
+                               bgcolor=PALETTE[kind], bordercolor=COPY_BORDER if copy else "white",
+                               borderwidth=3 if copy else 1, borderpad=5 - 2 * copy,
                                font=dict(color="#334155" if dark else "white", size=size))
+    if copied:
+        legend_entry(fig, "copied from the context (prompt lookup)", "white", border=COPY_BORDER)
     # 3. frame
     fig.update_xaxes(visible=False, range=[-0.6, max(depth, 3) + 0.6])
     spare = max(0, MIN_ROWS - n_rows) / 2                      # few rows: keep their spacing, centred
@@ -157,7 +164,9 @@ def round_title(rnd: RoundTrace, token_text: Mapping[int, str]) -> str:
     if rnd.n_drafted == 0:
         head = f"Round {rnd.index}: no draft, the target alone"
     else:
-        head = f"Round {rnd.index}: drafted {rnd.n_drafted}, accepted {rnd.n_accepted}"
+        n_copied = len(rnd.copied or ())
+        head = f"Round {rnd.index}: drafted {rnd.n_drafted}" + (f" ({n_copied} copied)" if n_copied else "") + \
+            f", accepted {rnd.n_accepted}"
     if kind in (BONUS_TOKEN, CORRECTED):
         tok = token_label(token_text, rnd.emitted[rnd.n_accepted])
         head += f", then {'bonus' if kind == BONUS_TOKEN else 'resampled'} ‘{tok}’"

@@ -23,3 +23,22 @@ def test_default_target_greedy_chain_matches_autoregressive(real_pair):
     assert len(sp.rounds) < len(ar.rounds)
     text = pair.tokenizer.decode(list(ar.output_ids))
     assert any(c in text.lower() for c in ("red", "blue", "yellow"))
+
+
+def test_default_pair_copies_from_the_context_losslessly(real_pair):
+    """Prompt lookup alone and inside DySpec (EAGLE drafter): greedy output equals the target's own; on a prompt
+    that asks for repetition copies are accepted, and with this machine's stored verify curve they go past k."""
+    from dataclasses import replace
+
+    from specviz.config import DySpecConfig
+    ids = encode_prompt(real_pair.tokenizer, "Fix the spelling in this sentence and write it out again: The quik brown "
+                                             "fox jumpd over the lazzy dog and ran into the forrest.")
+    base = RunConfig(max_new_tokens=40)
+    ar = generate(real_pair, ids, replace(base, method="ar"))
+    for run in (replace(base, method="lookup"), replace(base, method="dyspec", dyspec=DySpecConfig(lookup=True))):
+        tr = generate(real_pair, ids, run)
+        assert tr.output_ids == ar.output_ids, run.method
+        accepted = [c for r in tr.rounds for c in r.accepted_path if c in (r.copied or ())]
+        assert len(accepted) >= 10 and len(tr.rounds) < 0.75 * len(ar.rounds)
+        if real_pair.info["device"] == "cpu" and real_pair.info["dtype"] == "fp32":
+            assert max(len(r.copied or ()) for r in tr.rounds) > run.lookup.k

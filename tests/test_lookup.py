@@ -1,0 +1,286 @@
+"""Prompt lookup: the n-gram index, the `lookup` method, and DySpec trees with copied nodes.
+
+Copied nodes are point-mass proposals mixed with drawn siblings; greedy runs must equal the
+autoregressive baseline and sampled runs must follow the target (chi-square), which fails when
+a rejected copy is not removed from the target's residual.
+"""
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from specviz.bench import method_knobs, parse_settings
+from specviz.config import LOOKUP_ACCEPTANCE, BenchConfig, DySpecConfig, LookupConfig, RunConfig, SamplingConfig
+from specviz.decode import generate, iter_rounds
+from specviz.dyspec import DySpecDrafter
+from specviz.loading import Pair
+from specviz.budget import device_curve
+from specviz.lookup import LookupDrafter, NgramIndex, best_extension, measure, prior
+from specviz.methods import BUILDERS
+from specviz.sampling import make_rng, warp
+from specviz.trace import DraftTree, GenerationTrace
+from specviz.tree import children
+from specviz.verify import verify_sampled
+from test_trees import BigramLM, sharp_pair
+
+LOOPY = [5, 9, 17, 3, 5, 9, 17, 3, 5, 9]          # a prompt that repeats itself: lookup has something to copy
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# -- the index -------------------------------------------------------------------------------------------------
+
+def test_longest_most_recent_match_and_periodic_copy():
+    idx = NgramIndex(3)
+    idx.extend([1, 2, 3, 4, 1, 2])
+    assert idx.propose(5) == (2, [3, 4, 1, 2, 3])           # after "1 2": 3 4 1 2, then the loop goes on
+    idx.extend([7, 1, 2])
+    assert idx.propose(2) == (2, [7, 1])                      # the most recent "1 2" wins
+    assert idx.propose(2, min_ngram=3) == (0, [])
+    lone = NgramIndex(2)
+    lone.extend([8])
+    assert lone.propose(3) == (0, [])                         # a context's suffix is never its own match
+    run = NgramIndex(4)
+    run.extend([6, 6])
+    assert run.propose(3) == (1, [6, 6, 6])
+
+
+def test_incremental_index_equals_a_fresh_one_and_rebuilds_when_the_context_changes():
+    g = torch.Generator().manual_seed(0)
+    seq = torch.randint(0, 5, (200,), generator=g).tolist()
+    inc = NgramIndex(4)
+    for t in range(1, len(seq)):
+        inc.sync(seq[:t])
+        fresh = NgramIndex(4)
+        fresh.extend(seq[:t])
+        assert inc.propose(4) == fresh.propose(4)
+    inc.sync([9, 9, 1])                                       # not an extension: rebuilt
+    assert inc.ctx == [9, 9, 1] and inc.propose(2) == (0, [])
+
+
+def test_prior_reads_the_table_and_extends_it():
+    assert prior(0, 3) == [0.0, 0.0, 0.0]
+    assert prior(2, 2) == list(LOOKUP_ACCEPTANCE[1][:2])
+    row = list(LOOKUP_ACCEPTANCE[-1])
+    long = prior(99, len(row) + 4)                            # n past the table: its last row, then the last ratio
+    assert long[:len(row)] == row and all(a > b > 0 for a, b in zip(long, long[1:]))
+
+
+def test_measure_counts_copies_along_a_continuation():
+    out = measure([([1, 2, 3], [1, 2, 3, 1, 2])], max_ngram=2, depth=2)
+    assert out["offered"] == {1: 1, 2: 3}                     # t = 0 has no match; t = 1 matches "1" only
+    assert out["alpha"][2] == [1.0, 1.0]
+
+
+FLAT = {"n": [1, 64], "ms": [50.0, 50.0]}                  # a device where verifying more tokens is free
+STEEP = {"n": [1, 64], "ms": [50.0, 3200.0]}               # one where every token costs a forward
+
+
+def test_best_extension_weighs_priors_against_the_verify_curve():
+    assert best_extension(2.0, 4, [0.5, 0.4, 0.3], FLAT) == 3
+    assert best_extension(2.0, 4, [0.5, 0.4, 0.3], STEEP) == 0
+    step = {"n": [1, 4, 5, 16], "ms": [70.0, 78.0, 97.0, 122.0]}        # this CPU's shape
+    assert best_extension(2.5, 4, [0.1] * 12, step) == 0                  # weak copies: stay at 4 rows
+    assert best_extension(3.6, 4, [0.8] * 12, step) == 12                 # a loop: take them all
+    assert best_extension(1.0, 1, [], FLAT) == 0
+
+
+def test_device_curve_matches_target_dtype_and_device(tmp_path):
+    rec = {"fp32": {"models": {"target": "t", "device": "cpu"}, "target": FLAT}}
+    path = tmp_path / "curve.json"
+    path.write_text(json.dumps(rec))
+    assert device_curve({"target": "t", "dtype": "fp32", "device": "cpu"}, path) == FLAT
+    for other in ({"target": "u", "dtype": "fp32", "device": "cpu"}, {"target": "t", "dtype": "bf16", "device": "cpu"},
+                  {"target": "t", "dtype": "fp32", "device": "cuda:0"}):
+        assert device_curve(other, path) is None
+    assert device_curve({"target": "t", "dtype": "fp32", "device": "cpu"}, tmp_path / "none.json") is None
+
+
+@pytest.mark.parametrize("kind", ["lookup", "dyspec"])
+def test_copies_go_past_the_budget_where_verifying_is_cheap(kind):
+    pair = sharp_pair("near")
+    prompt = LOOPY * 3
+    ar = generate(pair, prompt, RunConfig(method="ar", max_new_tokens=24)).output_ids
+    lk = LookupConfig(k=2, extend_to=10)
+    sampling = SamplingConfig()
+    run = RunConfig(method=kind, max_new_tokens=24)
+    for curve, most in ((FLAT, 10), (STEEP, 2), (None, 2)):
+        drafter = (LookupDrafter(lk, curve=curve) if kind == "lookup" else
+                   DySpecDrafter(pair.draft, sampling, make_rng(0), DySpecConfig(budget=2, lookup=True), lookup=lk,
+                                 curve=curve))
+        tr = generate(pair, prompt, run, drafter=drafter)
+        assert tr.output_ids == ar
+        copies = [len(r.copied or ()) for r in tr.rounds]
+        assert (max(copies) == most) if curve is FLAT else (max(copies) <= most), (curve, copies)
+        if kind == "dyspec":
+            assert all(r.n_drafted - len(r.copied or ()) <= 2 for r in tr.rounds)
+
+
+# -- greedy: every run equals the autoregressive one --------------------------------------------------------------
+
+RUNS = {
+    "lookup": RunConfig(method="lookup"),
+    "lookup-k6": RunConfig(method="lookup", lookup=LookupConfig(k=6, max_ngram=3)),
+    "dyspec-lookup-level": RunConfig(method="dyspec", dyspec=DySpecConfig(budget=6, max_depth=5, lookup=True)),
+    "dyspec-lookup-heap": RunConfig(method="dyspec", dyspec=DySpecConfig(budget=6, max_depth=5, lookup=True,
+                                                                         level_threshold=0.0)),
+}
+
+
+@pytest.mark.parametrize("draft", ["same", "random", "near"])
+@pytest.mark.parametrize("name", list(RUNS))
+def test_greedy_equals_autoregressive(draft, name):
+    pair = sharp_pair(draft)
+    ar = generate(pair, LOOPY, RunConfig(method="ar", max_new_tokens=30)).output_ids
+    tr = generate(pair, LOOPY, replace(RUNS[name], max_new_tokens=30))
+    assert tr.output_ids == ar
+    copied = [c for r in tr.rounds for c in (r.copied or ())]
+    assert copied                                             # the repeats were used
+    for r in tr.rounds:
+        assert r.n_drafted <= 6
+        for kids in children(r.tree.parents):                 # no two siblings propose the same token
+            toks = [r.tree.tokens[c] for c in kids]
+            assert len(toks) == len(set(toks))
+        for c in r.copied or ():
+            assert r.tree.q[c] == 1.0
+
+
+def test_lookup_method_uses_no_draft_model_and_stops_at_eos():
+    pair = sharp_pair("random")
+    ar = generate(pair, LOOPY, RunConfig(method="ar", max_new_tokens=12))
+    eos = ar.output_ids[5]
+    drafter = LookupDrafter(LookupConfig(k=8), eos_ids={eos})
+    tr = generate(pair, LOOPY, RunConfig(method="lookup", max_new_tokens=12), drafter=drafter)
+    assert tr.output_ids == ar.output_ids
+    for r in tr.rounds:
+        drafted = list(r.tree.tokens[1:])
+        assert eos not in drafted[:-1] and r.draft_forwards == 0
+
+
+def test_dyspec_spends_the_budget_on_a_confident_copy():
+    """An 8-token match (priors 0.92 / 0.87 / 0.82) takes the budget the draft's first guess leaves."""
+    pair = sharp_pair("random")
+    run = RunConfig(method="dyspec", max_new_tokens=8, dyspec=DySpecConfig(budget=3, lookup=True))
+    ar = generate(pair, LOOPY * 3, RunConfig(method="ar", max_new_tokens=8)).output_ids
+    tr = generate(pair, LOOPY * 3, run)
+    assert tr.output_ids == ar
+    first = tr.rounds[0]
+    assert len(first.copied) >= 2 and first.n_drafted == 3
+
+
+def test_trace_keeps_copied_nodes_and_rejects_bad_ones():
+    pair = sharp_pair("near")
+    tr = generate(pair, LOOPY, RunConfig(method="dyspec", max_new_tokens=10, dyspec=DySpecConfig(lookup=True)))
+    back = GenerationTrace.from_json(tr.to_json())
+    assert [r.copied for r in back.rounds] == [r.copied for r in tr.rounds]
+    d = json.loads(tr.to_json())
+    d["rounds"][0]["copied"] = [99]
+    with pytest.raises(ValueError, match="copied"):
+        GenerationTrace.from_dict(d)
+
+
+def test_bench_specs_for_lookup():
+    got = {s.key: s for s in parse_settings(["lookup:2", "dyspec-lookup:5+eagle", "hf-lookup:4"], BenchConfig(),
+                                             list(BUILDERS))}
+    assert method_knobs(got["lookup:2"])["lookup"].k == 2
+    dl = method_knobs(got["dyspec-lookup:5+eagle"])["dyspec"]
+    assert dl.lookup and dl.budget == 5 and got["dyspec-lookup:5+eagle"].drafter == "eagle"
+    assert got["hf-lookup:4"].k == 4 and not got["hf-lookup:4"].hf_assisted
+
+
+# -- sampled: exact ----------------------------------------------------------------------------------------------
+
+V = 8
+P_LOGITS = torch.tensor([2.0, 1.5, 1.0, 0.2, 0.0, -0.5, -1.0, -3.0])
+Q_LOGITS = torch.tensor([-1.0, 2.5, 0.0, 1.8, 0.3, -2.0, 1.0, 0.5])
+
+
+def mixed_star_first_tokens(n, temperature, copy_token=1, copy_first=True, skip_copy_residual=False, seed=7):
+    """A root with one copied child (point mass on `copy_token`) and three children drawn without replacement
+    from q with that token removed; first emitted token over n rounds."""
+    cfg = SamplingConfig(temperature=temperature)
+    p, q = warp(P_LOGITS, cfg), warp(Q_LOGITS, cfg)
+    D = q.clone()
+    D[copy_token] = 0
+    D /= D.sum()
+    rng = make_rng(seed)
+    gumbel = -torch.log(-torch.log(torch.rand(n, V, generator=rng)))
+    draws = torch.topk(D.clamp_min(1e-30).log() + gumbel, 3, dim=-1).indices.tolist()
+    import specviz.verify as vmod
+    orig = vmod.residual
+    if skip_copy_residual:                                    # the bug: a rejected copy stays in R
+        vmod.residual = lambda r, d: r if float(d.max()) == 1.0 else orig(r, d)
+    counts, rejected = torch.zeros(V), 0
+    try:
+        for toks in draws:
+            kids = [copy_token, *toks] if copy_first else [*toks, copy_token]
+            copied = frozenset({1 if copy_first else 4})
+            tree = DraftTree((0, *kids), (-1, 0, 0, 0, 0), (1.0, *(1.0 if i + 1 in copied else float(D[t])
+                                                                      for i, t in enumerate(kids))))
+            out = verify_sampled(tree, p.expand(5, V), {0: D}, rng, copied)
+            counts[out.emitted[0]] += 1
+            rejected += out.status.count("rejected")
+    finally:
+        vmod.residual = orig
+    return counts, p, rejected / n
+
+
+@pytest.mark.parametrize("temperature", [0.6, 1.0])
+@pytest.mark.parametrize("copy_first", [True, False])
+def test_copied_and_drawn_siblings_are_lossless(temperature, copy_first):
+    n = 20_000
+    counts, p, mean_rejected = mixed_star_first_tokens(n, temperature, copy_token=3, copy_first=copy_first)
+    assert mean_rejected > 1.0
+    stat = chisquare(counts.numpy(), (p * n).numpy())
+    print(f"T={temperature}, copy first={copy_first}: chi-square p-value {stat.pvalue:.4f}")
+    assert stat.pvalue > 1e-3, stat
+
+
+@pytest.mark.parametrize("temperature", [0.6, 1.0])
+def test_chi_square_fails_when_a_rejected_copy_stays_in_the_residual(temperature):
+    n = 5_000
+    counts, p, _ = mixed_star_first_tokens(n, temperature, copy_token=0, skip_copy_residual=True)
+    stat = chisquare(counts.numpy(), (p * n).numpy())
+    print(f"T={temperature}, copy residual skipped: chi-square p-value {stat.pvalue:.3g}")
+    assert stat.pvalue < 1e-6, stat
+
+
+@pytest.mark.parametrize("variant", ["lookup", "level", "heap", "level-extended"])
+def test_rounds_with_copies_are_lossless_end_to_end(variant):
+    """Joint law of the first two emitted tokens of whole rounds at T = 1, from a context that repeats."""
+    g = torch.Generator().manual_seed(5)
+    Vb = 5
+    target, draft = 1.5 * torch.randn(Vb, Vb, generator=g), 1.5 * torch.randn(Vb, Vb, generator=g)
+    pair = Pair(BigramLM(target), BigramLM(draft), None, {})
+    sampling = SamplingConfig(temperature=1.0)
+    run = RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling)
+    rng = make_rng(9)
+    lk = LookupConfig(k=3) if variant != "level-extended" else LookupConfig(k=1, extend_to=3)
+    cfg = DySpecConfig(budget=5 if variant != "level-extended" else 1, max_depth=3, lookup=True,
+                       level_threshold=0.0 if variant == "heap" else 0.05)
+    drafter = LookupDrafter(lk) if variant == "lookup" else DySpecDrafter(pair.draft, sampling, rng, cfg, lookup=lk,
+                                                                          curve=FLAT if "extended" in variant else None)
+    prompt = [0, 1, 2, 3] * 3 + [0]                            # a loop: an 8-token match, copies in every round
+    n, counts, copies = 1500, torch.zeros(Vb, Vb), 0
+    for _ in range(n):
+        rounds = list(iter_rounds(pair, prompt, run, drafter, rng))
+        copies += sum(len(r.copied or ()) for r in rounds)
+        out = [t for r in rounds for t in r.emitted]
+        counts[out[0], out[1]] += 1
+    assert copies > n
+    p = torch.softmax(target, -1)
+    expected = (p[0][:, None] * p).flatten() * n
+    small = expected < 5
+    obs = torch.cat([counts.flatten()[~small], counts.flatten()[small].sum()[None]])
+    exp = torch.cat([expected[~small], expected[small].sum()[None]])
+    stat = chisquare(obs.numpy(), exp.numpy())
+    print(f"{variant}: end-to-end chi-square p-value {stat.pvalue:.4f}")
+    assert stat.pvalue > 1e-3, stat
