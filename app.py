@@ -31,7 +31,7 @@ from specviz.viz_run import histogram_figure, position_figure, race_figure, spee
 from specviz.viz_tree import showcase_round, stop_figure, tree_figure
 
 RUN, MODEL = RunConfig(), ModelConfig()
-KNOBS = {"chain": ("k",), "heuristic": ("start_k",), "specdecpp": ("h",), "dyspec": ("budget", "copy"),
+KNOBS = {"chain": ("k", "copy"), "heuristic": ("start_k", "copy"), "specdecpp": ("h", "copy"), "dyspec": ("budget", "copy"),
          "sequoia": ("budget",), "kary": ("width", "depth"), "lookup": ("k",)}
 STREAM_EVERY_S = 0.3
 EXPORTS = Path(tempfile.gettempdir()) / "specviz-exports"
@@ -91,7 +91,7 @@ def _number(x, name: str) -> float:
 def make_run(method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new, seed,
              drafter=RUN.drafter) -> RunConfig:
     """Widget values -> a validated RunConfig; ValueError (shown as gr.Error) on anything out of range.
-    The K slider sets the chain's K and prompt lookup's length; `copy` turns prompt lookup on in DySpec."""
+    The K slider sets the chain's K and prompt lookup's length; `copy` adds prompt lookup to a drafting method."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
     if not isinstance(copy, bool):
@@ -104,7 +104,7 @@ def make_run(method, k, h, budget, width, depth, start_k, copy, temperature, top
         chain=replace(RUN.chain, k=_whole(k, "K")),
         heuristic=replace(RUN.heuristic, start_k=_whole(start_k, "start K")),
         specdecpp=replace(RUN.specdecpp, threshold=_number(h, "threshold h")),
-        dyspec=replace(RUN.dyspec, budget=_whole(budget, "budget"), lookup=copy),
+        dyspec=replace(RUN.dyspec, budget=_whole(budget, "budget")), copy=copy,
         lookup=replace(RUN.lookup, k=_whole(k, "K")),
         tree=replace(RUN.tree, width=_whole(width, "tree width"), depth=_whole(depth, "tree depth"),
                      budget=_whole(budget, "budget")))
@@ -174,7 +174,7 @@ def build_ui() -> gr.Blocks:
                     "width": gr.Slider(1, 8, value=RUN.tree.width, step=1, label="tree width (children per node)",
                                        visible="width" in shown),
                     "depth": gr.Slider(1, 8, value=RUN.tree.depth, step=1, label="tree depth", visible="depth" in shown),
-                    "copy": gr.Checkbox(value=RUN.dyspec.lookup, visible="copy" in shown,
+                    "copy": gr.Checkbox(value=RUN.copy, visible="copy" in shown,
                                         label="also copy from the context (prompt lookup) where that beats the draft"),
                 }
                 compare = gr.Checkbox(value=True, label="also time autoregressive decoding (for the speedup)")

@@ -38,6 +38,7 @@ MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "ext
 OURS_FIXED = ("ar", "chain", "heuristic")
 KERNELS = {"": "", "skinny": "specviz kernels", "stock": "stock kernels"}   # spec suffix @name (kernels.py)
 DRAFTER_LABELS = {"eagle": "EAGLE drafter", "model": "standalone draft"}           # spec suffix +name
+COPYING = ("chain", "heuristic", "specdecpp", "dyspec")                               # spec suffix +copy
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Setting:
     knobs: tuple = ()          # (RunConfig field, sub-field, value) set by a parametrised spec, e.g. specdecpp:0.8
     kernels: str = ""          # "skinny" | "stock" linear layers (kernels.py); "" = the default: ours skinny, HF stock
     drafter: str = "auto"      # RunConfig.drafter: spec suffix +eagle / +model (HF always uses the standalone draft)
+    copy: bool = False         # RunConfig.copy: spec suffix +copy (dyspec-lookup:B = dyspec:B+copy)
 
     @property
     def hf_assisted(self) -> bool:
@@ -112,14 +114,19 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
         spec, _, kern = full.partition("@")
         if kern not in KERNELS:
             raise ValueError(f"method spec {full!r}: the part after '@' must be one of {', '.join(KERNELS)}")
-        spec, _, drafter = spec.partition("+")
-        if drafter and drafter not in DRAFTER_LABELS:
-            raise ValueError(f"method spec {full!r}: the part after '+' must be one of {', '.join(DRAFTER_LABELS)}")
+        spec, *plus = spec.split("+")
+        copy = "copy" in plus
+        plus = [p for p in plus if p != "copy"]
+        if len(plus) > 1 or (plus and plus[0] not in DRAFTER_LABELS):
+            raise ValueError(f"method spec {full!r}: the parts after '+' must be one of {', '.join(DRAFTER_LABELS)} "
+                             "and/or copy")
+        drafter = plus[0] if plus else ""
         n_before = len(out)
         name, _, arg = spec.partition(":")
-        arg, _, extend = arg.partition("/")               # lookup:K/E, dyspec-lookup:B/E: copies past the budget
-        if extend and name not in ("lookup", "dyspec-lookup"):
-            raise ValueError(f"method spec {spec!r}: only lookup and dyspec-lookup take '/E' (copies in all)")
+        arg, _, extend = arg.partition("/")               # lookup:K/E, ...:B/E+copy: copies in all, past the budget
+        copy = copy or name == "dyspec-lookup"
+        if extend and not (copy or name == "lookup"):
+            raise ValueError(f"method spec {full!r}: '/E' (copies in all) needs the lookup method or +copy")
         try:
             ext = (("lookup", "extend_to", int(extend)),) if extend else ()
             k = int(arg) if arg and name in ("chain", "hf-assist", "hf-heuristic", "hf-lookup") else None
@@ -146,13 +153,12 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
                                knobs=(("dyspec", "level_threshold", t),)))
         elif name == "dyspec-lookup" and "dyspec" in available:
             b = int(x) if x is not None else RunConfig().dyspec.budget
-            label = f"specviz {METHOD_LABELS['dyspec']} + prompt lookup, budget={b}" + (f", extend_to={extend}" if extend else "")
-            out.append(Setting(spec, label, "ours", "dyspec",
-                               knobs=(("dyspec", "lookup", True), ("dyspec", "budget", b), *ext)))
+            out.append(Setting(spec, f"specviz {METHOD_LABELS['dyspec']}, budget={b}", "ours", "dyspec",
+                               knobs=(("dyspec", "budget", b),)))
         elif name == "lookup" and name in available:
             k = int(x) if x is not None else RunConfig().lookup.k
-            out.append(Setting(spec, f"specviz {METHOD_LABELS['lookup']}, k={k}" + (f", extend_to={extend}" if extend else ""),
-                               "ours", "lookup", knobs=(("lookup", "k", k), *ext)))
+            out.append(Setting(spec, f"specviz {METHOD_LABELS['lookup']}, k={k}", "ours", "lookup",
+                               knobs=(("lookup", "k", k),)))
         elif name in available and arg:
             if name not in SPEC_KNOBS:
                 raise ValueError(f"method {name!r} takes no ':' parameter")
@@ -162,8 +168,15 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
         elif name in available:
             out.append(Setting(name, f"specviz {METHOD_LABELS.get(name, name)}", "ours", name))
         else:
-            raise ValueError(f"unknown method {spec!r}; available: {', '.join(available)}, chain:K, dyspec-lookup:B, "
-                             "lookup:K/E, hf, hf-assist, hf-assist:K, hf-heuristic, hf-lookup:K")
+            raise ValueError(f"unknown method {spec!r}; available: {', '.join(available)}, chain:K, lookup:K/E, "
+                             "hf, hf-assist, hf-assist:K, hf-heuristic, hf-lookup:K; suffixes +eagle, +model, +copy")
+        if ext:
+            out[n_before:] = [replace(s, label=f"{s.label}, extend_to={extend}", knobs=(*s.knobs, *ext)) for s in out[n_before:]]
+        if copy:
+            if any(s.kind == "hf" or s.method not in COPYING for s in out[n_before:]):
+                raise ValueError(f"method spec {full!r}: +copy applies to {', '.join(COPYING)} only")
+            out[n_before:] = [replace(s, key=f"{s.key}+copy" if name != "dyspec-lookup" else s.key,
+                                      label=f"{s.label} + copying from the context", copy=True) for s in out[n_before:]]
         if drafter:
             if any(s.kind == "hf" for s in out[n_before:]):
                 raise ValueError(f"method spec {full!r}: Hugging Face settings always use the standalone draft")
@@ -207,7 +220,8 @@ def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_token
                     accepted=[n - 1 for n in r.rounds], depth=depth)
     from .decode import iter_rounds
     run = RunConfig(method=s.method, max_new_tokens=max_new_tokens,
-                    sampling=SamplingConfig(temperature=temperature, seed=seed), drafter=s.drafter, **method_knobs(s))
+                    sampling=SamplingConfig(temperature=temperature, seed=seed), drafter=s.drafter, copy=s.copy,
+                    **method_knobs(s))
     f0 = sum(lm.forward_ms for lm in pair.lms)
     t0 = time.perf_counter()
     rounds = list(iter_rounds(pair, list(prompt.ids), run))

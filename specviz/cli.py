@@ -44,12 +44,11 @@ def run_config(a: argparse.Namespace) -> RunConfig:
                                   max_k=max(_D.heuristic.max_k, a.k or 0)),
         specdecpp=SpecDecPPConfig(threshold=a.threshold if a.threshold is not None else _D.specdecpp.threshold,
                                   k_min=_D.specdecpp.k_min, k_max=a.k_max or _D.specdecpp.k_max),
-        dyspec=DySpecConfig(**{**_D.dyspec.__dict__, **({"budget": a.budget} if a.budget else {}),
-                               **({"lookup": a.copy} if a.copy is not None else {})}),
+        dyspec=DySpecConfig(**{**_D.dyspec.__dict__, **({"budget": a.budget} if a.budget else {})}),
         lookup=LookupConfig(**{**_D.lookup.__dict__, **({"k": a.k} if a.k is not None else {})}),
         tree=TreeConfig(**{**_D.tree.__dict__, **({"budget": a.budget} if a.budget else {}),
                            **({"width": a.width} if a.width else {}), **({"depth": a.depth} if a.depth else {})}),
-        drafter=a.drafter)
+        drafter=a.drafter, copy=_D.copy if a.copy is None else a.copy)
 
 
 def _generate_parser(sub):
@@ -61,7 +60,8 @@ def _generate_parser(sub):
     p.add_argument("--method", choices=METHODS, default=_D.method)
     p.add_argument("--k", type=int, default=None, help="draft length K (chain, lookup), start K (heuristic)")
     p.add_argument("--copy", action=argparse.BooleanOptionalAction, default=None,
-                   help="DySpec: also copy tokens from the context (prompt lookup) where that beats the draft")
+                   help="chain, heuristic, specdecpp, dyspec: also copy tokens from the context (prompt lookup) "
+                        "where that beats the draft")
     p.add_argument("--threshold", type=float, default=None, help="SpecDec++ stop threshold h")
     p.add_argument("--k-max", type=int, default=None, help="SpecDec++ maximum draft length")
     p.add_argument("--budget", type=int, default=None, help="tree node budget (dyspec, sequoia)")

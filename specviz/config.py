@@ -235,7 +235,6 @@ class DySpecConfig:
     level_threshold: float = 0.05
     max_depth: int = 8
     draft_temperature: float = 0.6
-    lookup: bool = False
 
     def __post_init__(self):
         _check(int(self.budget) == self.budget and 1 <= self.budget <= 256, f"tree budget must be an integer in [1, 256], got {self.budget}")
@@ -291,19 +290,24 @@ class LookupConfig:
     """Prompt lookup (lookup.py): copy what followed the most recent earlier occurrence of the context's last
     n-gram, n from `max_ngram` down to `min_ngram`.
 
-    The `lookup` method proposes `k` copied tokens a round; a DySpec tree with `DySpecConfig.lookup` on spends
-    its budget on copied tokens where their prior acceptance (LOOKUP_ACCEPTANCE) beats the draft's next node, at
-    most `k` of them. Where this device has a stored verify curve (`python -m specviz.budget`), both then copy
-    further, up to `extend_to` copied tokens in all, as far as the expected tokens per verify millisecond keep
-    rising (`lookup.best_extension`; copies need no draft forward). 0 turns that off. k = 3 keeps a round at
-    the 4 rows MKL multiplies at one row's cost on the development CPU; 16 rows cost 1.8x one (verify curve)
-    while a long match's 16th copy is still right 60 % of the time.
+    The `lookup` method proposes `k` copied tokens a round. With `RunConfig.copy` on, a DySpec tree spends its
+    budget on copied tokens where their prior acceptance (LOOKUP_ACCEPTANCE) beats the draft's next node, at most
+    `k` of them, and a chain method (chain, heuristic, SpecDec++) makes a round a copy round instead of drafting
+    when the first copied token's prior reaches `switch_at` (0.5: a match of 2 or more tokens, whose 3 copies are
+    worth 1 + 0.52 + 0.32 + 0.21 = 2.05 tokens a round against the EAGLE chain's measured tau of 1.3-1.5).
+    Where this device has a stored verify curve (`python -m specviz.budget`), both then copy further, up to
+    `extend_to` copied tokens in all, as far as the expected tokens per verify millisecond keep rising
+    (`lookup.best_extension`; copies need no draft forward); 0 turns that off. k = 3 keeps a round at the
+    4 rows MKL multiplies at one row's cost on the development CPU; 16 rows cost 1.8x one (verify curve) while a
+    long match's 16th copy is still right 60 % of the time. Measured (40 Spec-Bench prompts x 128 tokens, T = 0,
+    assets/bench/bench-extend-40x128.md): DySpec with copies 1.51x AR with extend_to 0, 1.60x with 15.
     """
 
     max_ngram: int = 8
     min_ngram: int = 1
     k: int = 3
     extend_to: int = 15
+    switch_at: float = 0.5
 
     def __post_init__(self):
         _check(1 <= self.min_ngram <= self.max_ngram <= len(LOOKUP_ACCEPTANCE),
@@ -311,11 +315,13 @@ class LookupConfig:
         _check(int(self.k) == self.k and 1 <= self.k <= 64, f"lookup length k must be an integer in [1, 64], got {self.k}")
         _check(int(self.extend_to) == self.extend_to and 0 <= self.extend_to <= 256,
                f"lookup extend_to must be an integer in [0, 256], got {self.extend_to}")
+        _check(0 <= self.switch_at <= 1, f"lookup switch_at must lie in [0, 1], got {self.switch_at}")
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One generation: which method, how long, and the per-method knobs."""
+    """One generation: which method, how long, and the per-method knobs. `copy` adds prompt lookup to the
+    methods that draft with a model (chain, heuristic, specdecpp, dyspec; see LookupConfig); others ignore it."""
 
     method: str = "chain"
     max_new_tokens: int = 128
@@ -327,9 +333,11 @@ class RunConfig:
     tree: TreeConfig = field(default_factory=TreeConfig)
     lookup: LookupConfig = field(default_factory=LookupConfig)
     drafter: str = "auto"
+    copy: bool = False              # also copy from the context (prompt lookup): chain, heuristic, specdecpp, dyspec
 
     def __post_init__(self):
         _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
+        _check(isinstance(self.copy, bool), f"copy must be true or false, got {self.copy!r}")
         _check(self.method in METHODS, f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         _check(int(self.max_new_tokens) == self.max_new_tokens and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_LIMIT,
                f"max new tokens must be an integer in [1, {MAX_NEW_TOKENS_LIMIT}], got {self.max_new_tokens}")

@@ -17,7 +17,7 @@ token is ever dropped, and children are kept in drawing order):
   nodes worth at least t; at each level the slots worth at least t are drawn best first, capped at
   ``budget``.
 
-With prompt lookup on (``DySpecConfig.lookup``; beyond the paper), the context's own continuation competes
+With copying on (``RunConfig.copy``, prompt lookup; beyond the paper), the context's own continuation competes
 for the budget through copy slots valued by their prior acceptance (`tree_drafting`), so a round where the
 target is repeating itself spends its nodes on the copy, and any other round on the draft. With a verify
 curve for the device, the copy then goes on past the budget while expected tokens per verify ms rise.

@@ -100,6 +100,43 @@ class LookupDrafter(Drafter):
         return Proposal(chain(committed[-1], toks, [1.0] * len(toks)), copied=frozenset(range(1, len(toks) + 1)))
 
 
+class CopySwitch(Drafter):
+    """A chain method with copying on: a round whose first copied token has a prior of at least
+    `cfg.switch_at` is a copy round (`LookupDrafter`, no draft forward); any other round is the inner drafter's.
+
+    The choice reads the context only, and either proposal is verified exactly, so the switch stays lossless.
+    The inner drafter's cache simply catches up on the committed tokens the next time it drafts.
+    """
+
+    def __init__(self, inner: Drafter, cfg: LookupConfig, eos_ids: Iterable[int] = frozenset(),
+                 curve: dict | None = None):
+        self.inner, self.cfg = inner, cfg
+        self.copier = LookupDrafter(cfg, eos_ids, curve)
+        self.used: Drafter = inner
+
+    @property
+    def wants_target_features(self) -> bool:
+        return self.inner.wants_target_features
+
+    def see_target(self, start, hidden):
+        self.inner.see_target(start, hidden)
+
+    def begin(self, prompt_ids):
+        self.inner.begin(prompt_ids)
+        self.copier.begin(prompt_ids)
+
+    def propose(self, committed, remaining):
+        self.copier.index.sync(committed)
+        n, first = self.copier.index.propose(1, self.cfg.min_ngram)
+        copy = remaining > 1 and bool(first) and prior(n, 1)[0] >= self.cfg.switch_at
+        self.used = self.copier if copy else self.inner
+        return self.used.propose(committed, remaining)
+
+    def observe(self, rnd, committed):
+        if self.used is self.inner:                  # a copy round leaves the inner drafter's cache as it was
+            self.inner.observe(rnd, committed)
+
+
 def best_extension(tokens: float, rows: int, alphas: Sequence[float], curve: dict) -> int:
     """How many of the next copies (cumulative priors `alphas`) to add to a round that verifies `rows` tokens
     and is worth `tokens` expected tokens: the m in 0..len(alphas) maximising expected tokens per verify ms,

@@ -25,7 +25,7 @@ def _specdecpp(run, pair, rng):
 
 def _dyspec(run, pair, rng):
     from .dyspec import DySpecDrafter
-    lookup = run.lookup if run.dyspec.lookup else None
+    lookup = run.lookup if run.copy else None
     return DySpecDrafter(pair.drafter_lm(run.drafter), run.sampling, rng, run.dyspec, pair.eos_ids, lookup,
                          _curve(pair) if lookup and lookup.extend_to else None)
 
@@ -73,7 +73,14 @@ def drafter_kind(run: RunConfig, pair) -> str:
     return "eagle" if lm is pair.eagle and lm is not None else "model"
 
 
+COPY_SWITCHED = ("chain", "heuristic", "specdecpp")      # RunConfig.copy: copy rounds (DySpec: copy slots)
+
+
 def make_drafter(run: RunConfig, pair, rng) -> Drafter:
     if run.method not in BUILDERS:
         raise ValueError(f"method {run.method!r} is not available in this build")
-    return BUILDERS[run.method](run, pair, rng)
+    drafter = BUILDERS[run.method](run, pair, rng)
+    if run.copy and run.method in COPY_SWITCHED:
+        from .lookup import CopySwitch
+        drafter = CopySwitch(drafter, run.lookup, pair.eos_ids, _curve(pair) if run.lookup.extend_to else None)
+    return drafter

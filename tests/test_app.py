@@ -27,7 +27,7 @@ OUTPUTS = ("status", "cards", "spans", "round", "tree", "stop", "speed", "pos", 
 
 def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):
     v = dict(k=D.chain.k, h=D.specdecpp.threshold, budget=D.dyspec.budget, width=D.tree.width, depth=D.tree.depth,
-             start_k=D.heuristic.start_k, copy=D.dyspec.lookup, temperature=D.sampling.temperature,
+             start_k=D.heuristic.start_k, copy=D.copy, temperature=D.sampling.temperature,
              top_p=D.sampling.top_p, max_new=max_new, seed=D.sampling.seed)
     v.update(kw)
     return [prompt, method, v["k"], v["h"], v["budget"], v["width"], v["depth"], v["start_k"], v["copy"], v["temperature"],

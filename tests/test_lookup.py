@@ -12,7 +12,8 @@ import torch
 from scipy.stats import chisquare
 
 from specviz.bench import method_knobs, parse_settings
-from specviz.config import LOOKUP_ACCEPTANCE, BenchConfig, DySpecConfig, LookupConfig, RunConfig, SamplingConfig
+from specviz.config import (LOOKUP_ACCEPTANCE, BenchConfig, ChainConfig, DySpecConfig, LookupConfig, RunConfig,
+                            SamplingConfig)
 from specviz.decode import generate, iter_rounds
 from specviz.dyspec import DySpecDrafter
 from specviz.loading import Pair
@@ -114,7 +115,7 @@ def test_copies_go_past_the_budget_where_verifying_is_cheap(kind):
     run = RunConfig(method=kind, max_new_tokens=24)
     for curve, most in ((FLAT, 10), (STEEP, 2), (None, 2)):
         drafter = (LookupDrafter(lk, curve=curve) if kind == "lookup" else
-                   DySpecDrafter(pair.draft, sampling, make_rng(0), DySpecConfig(budget=2, lookup=True), lookup=lk,
+                   DySpecDrafter(pair.draft, sampling, make_rng(0), DySpecConfig(budget=2), lookup=lk,
                                  curve=curve))
         tr = generate(pair, prompt, run, drafter=drafter)
         assert tr.output_ids == ar
@@ -129,9 +130,11 @@ def test_copies_go_past_the_budget_where_verifying_is_cheap(kind):
 RUNS = {
     "lookup": RunConfig(method="lookup"),
     "lookup-k6": RunConfig(method="lookup", lookup=LookupConfig(k=6, max_ngram=3)),
-    "dyspec-lookup-level": RunConfig(method="dyspec", dyspec=DySpecConfig(budget=6, max_depth=5, lookup=True)),
-    "dyspec-lookup-heap": RunConfig(method="dyspec", dyspec=DySpecConfig(budget=6, max_depth=5, lookup=True,
-                                                                         level_threshold=0.0)),
+    "dyspec-lookup-level": RunConfig(method="dyspec", copy=True, dyspec=DySpecConfig(budget=6, max_depth=5)),
+    "dyspec-lookup-heap": RunConfig(method="dyspec", copy=True, dyspec=DySpecConfig(budget=6, max_depth=5,
+                                                                                    level_threshold=0.0)),
+    "chain-copy": RunConfig(method="chain", copy=True, chain=ChainConfig(2)),
+    "heuristic-copy": RunConfig(method="heuristic", copy=True),
 }
 
 
@@ -145,7 +148,7 @@ def test_greedy_equals_autoregressive(draft, name):
     copied = [c for r in tr.rounds for c in (r.copied or ())]
     assert copied                                             # the repeats were used
     for r in tr.rounds:
-        assert r.n_drafted <= 6
+        assert r.n_drafted <= 6 or name == "heuristic-copy"
         for kids in children(r.tree.parents):                 # no two siblings propose the same token
             toks = [r.tree.tokens[c] for c in kids]
             assert len(toks) == len(set(toks))
@@ -168,7 +171,7 @@ def test_lookup_method_uses_no_draft_model_and_stops_at_eos():
 def test_dyspec_spends_the_budget_on_a_confident_copy():
     """An 8-token match (priors 0.92 / 0.87 / 0.82) takes the budget the draft's first guess leaves."""
     pair = sharp_pair("random")
-    run = RunConfig(method="dyspec", max_new_tokens=8, dyspec=DySpecConfig(budget=3, lookup=True))
+    run = RunConfig(method="dyspec", max_new_tokens=8, copy=True, dyspec=DySpecConfig(budget=3))
     ar = generate(pair, LOOPY * 3, RunConfig(method="ar", max_new_tokens=8)).output_ids
     tr = generate(pair, LOOPY * 3, run)
     assert tr.output_ids == ar
@@ -178,7 +181,7 @@ def test_dyspec_spends_the_budget_on_a_confident_copy():
 
 def test_trace_keeps_copied_nodes_and_rejects_bad_ones():
     pair = sharp_pair("near")
-    tr = generate(pair, LOOPY, RunConfig(method="dyspec", max_new_tokens=10, dyspec=DySpecConfig(lookup=True)))
+    tr = generate(pair, LOOPY, RunConfig(method="dyspec", max_new_tokens=10, copy=True))
     back = GenerationTrace.from_json(tr.to_json())
     assert [r.copied for r in back.rounds] == [r.copied for r in tr.rounds]
     d = json.loads(tr.to_json())
@@ -188,12 +191,16 @@ def test_trace_keeps_copied_nodes_and_rejects_bad_ones():
 
 
 def test_bench_specs_for_lookup():
-    got = {s.key: s for s in parse_settings(["lookup:2", "dyspec-lookup:5+eagle", "hf-lookup:4"], BenchConfig(),
-                                             list(BUILDERS))}
-    assert method_knobs(got["lookup:2"])["lookup"].k == 2
-    dl = method_knobs(got["dyspec-lookup:5+eagle"])["dyspec"]
-    assert dl.lookup and dl.budget == 5 and got["dyspec-lookup:5+eagle"].drafter == "eagle"
+    got = {s.key: s for s in parse_settings(["lookup:2/0", "dyspec-lookup:5+eagle", "dyspec:4+eagle+copy",
+                                             "specdecpp+copy", "hf-lookup:4"], BenchConfig(), list(BUILDERS))}
+    assert method_knobs(got["lookup:2/0"])["lookup"].k == 2 and method_knobs(got["lookup:2/0"])["lookup"].extend_to == 0
+    dl = got["dyspec-lookup:5+eagle"]                         # the older name of dyspec:5+copy
+    assert dl.copy and method_knobs(dl)["dyspec"].budget == 5 and dl.drafter == "eagle"
+    assert got["dyspec:4+copy+eagle"].copy and got["specdecpp+copy"].copy and not got["ar"].copy
     assert got["hf-lookup:4"].k == 4 and not got["hf-lookup:4"].hf_assisted
+    for bad in ("ar+copy", "hf-assist+copy", "chain:2/0", "dyspec+fast"):
+        with pytest.raises(ValueError):
+            parse_settings([bad], BenchConfig(), list(BUILDERS))
 
 
 # -- sampled: exact ----------------------------------------------------------------------------------------------
@@ -264,7 +271,7 @@ def test_rounds_with_copies_are_lossless_end_to_end(variant):
     run = RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling)
     rng = make_rng(9)
     lk = LookupConfig(k=3) if variant != "level-extended" else LookupConfig(k=1, extend_to=3)
-    cfg = DySpecConfig(budget=5 if variant != "level-extended" else 1, max_depth=3, lookup=True,
+    cfg = DySpecConfig(budget=5 if variant != "level-extended" else 1, max_depth=3,
                        level_threshold=0.0 if variant == "heap" else 0.05)
     drafter = LookupDrafter(lk) if variant == "lookup" else DySpecDrafter(pair.draft, sampling, rng, cfg, lookup=lk,
                                                                           curve=FLAT if "extended" in variant else None)

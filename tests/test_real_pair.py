@@ -26,16 +26,16 @@ def test_default_target_greedy_chain_matches_autoregressive(real_pair):
 
 
 def test_default_pair_copies_from_the_context_losslessly(real_pair):
-    """Prompt lookup alone and inside DySpec (EAGLE drafter): greedy output equals the target's own; on a prompt
+    """Prompt lookup alone, inside DySpec and switched with SpecDec++ (EAGLE drafter): greedy output equals the target's own; on a prompt
     that asks for repetition copies are accepted, and with this machine's stored verify curve they go past k."""
     from dataclasses import replace
 
-    from specviz.config import DySpecConfig
     ids = encode_prompt(real_pair.tokenizer, "Fix the spelling in this sentence and write it out again: The quik brown "
                                              "fox jumpd over the lazzy dog and ran into the forrest.")
     base = RunConfig(max_new_tokens=40)
     ar = generate(real_pair, ids, replace(base, method="ar"))
-    for run in (replace(base, method="lookup"), replace(base, method="dyspec", dyspec=DySpecConfig(lookup=True))):
+    for run in (replace(base, method="lookup"), replace(base, method="dyspec", copy=True),
+                replace(base, method="specdecpp", copy=True)):
         tr = generate(real_pair, ids, run)
         assert tr.output_ids == ar.output_ids, run.method
         accepted = [c for r in tr.rounds for c in r.accepted_path if c in (r.copied or ())]
