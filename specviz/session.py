@@ -185,10 +185,10 @@ def example_prompts() -> list[str]:
 
 
 def record(method: str, out: str | Path, max_new_tokens: int = RunConfig().max_new_tokens,
-           dtype: str = ModelConfig().dtype) -> GenerationTrace:
+           dtype: str = ModelConfig().dtype, copy: bool = RunConfig().copy) -> GenerationTrace:
     """Decode the first example prompt with `method` on the default pair and write a trace file (with baseline)."""
     prompt, model = example_prompts()[0], model_config(DEFAULT_PAIR, dtype)
-    run = RunConfig(method=method, max_new_tokens=max_new_tokens)
+    run = RunConfig(method=method, max_new_tokens=max_new_tokens, copy=copy)
     trace = run_to_end(prompt, run, model)
     Path(out).write_text(dump(trace, baseline(prompt, run, model)), encoding="utf-8")
     return trace
@@ -201,6 +201,7 @@ if __name__ == "__main__":
     ap.add_argument("out")
     ap.add_argument("--max-new-tokens", type=int, default=RunConfig().max_new_tokens)
     ap.add_argument("--dtype", default=ModelConfig().dtype)
+    ap.add_argument("--copy", action="store_true", help="also copy from the context (RunConfig.copy)")
     a = ap.parse_args()
-    t = record(a.method, a.out, a.max_new_tokens, a.dtype)
+    t = record(a.method, a.out, a.max_new_tokens, a.dtype, a.copy)
     print(f"{a.out}: {len(t.output_ids)} tokens in {len(t.rounds)} rounds, {t.total_ms / 1e3:.1f} s")

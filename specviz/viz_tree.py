@@ -194,6 +194,10 @@ def stop_probabilities(rnd: RoundTrace) -> list[float] | None:
 def stop_figure(rnd: RoundTrace, token_text: Mapping[int, str]) -> go.Figure:
     """SpecDec++: predicted acceptance per draft step, the cumulative stop probability and the threshold h."""
     stops = stop_probabilities(rnd)
+    if stops is None and rnd.copied and rnd.threshold is None and len(rnd.copied) == rnd.n_drafted:
+        return placeholder(f"Round {rnd.index} copied {len(rnd.copied)} tokens from the context\n(prompt lookup): "
+                           "no draft model ran,\nso no stop decision was needed.", STOP_HEIGHT,
+                           "Stop decision (SpecDec++)")
     if stops is None:
         return placeholder("Choose SpecDec++ to see its stop decision:\nper draft step, the acceptance head\n"
                            "predicts whether the target will accept;\ndrafting stops once P(at least one\n"

@@ -42,5 +42,14 @@ def make_pair(draft: str = "same", vocab: int = 64, seed: int = 0) -> Pair:
 
 
 @pytest.fixture
+def one_thread():
+    """Tiny models run fastest on one thread (no synchronisation between two on a shared CPU)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture
 def tiny_pair():
     return make_pair

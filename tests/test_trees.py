@@ -31,13 +31,7 @@ PROMPT = [5, 9, 17, 3, 33, 8]
 SHARP = 40.0                      # scales the tiny models' output layer: peaked distributions, deep trees
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (no synchronisation between two on a shared CPU)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")       # tiny models: one thread (conftest)
 
 
 def sharp_pair(draft: str, seed: int = 0) -> Pair:
@@ -231,24 +225,37 @@ P_LOGITS = torch.tensor([2.0, 1.5, 1.0, 0.2, 0.0, -0.5, -1.0, -3.0])
 Q_LOGITS = torch.tensor([-1.0, 2.5, 0.0, 1.8, 0.3, -2.0, 1.0, 0.5])   # a poor draft: several children rejected
 
 
-def star_first_tokens(n, temperature, width=4, skip_residual=False, seed=1234):
+def star_first_tokens(n, temperature, width=4, skip_residual=False, seed=1234, copy_token=None, copy_first=True,
+                      patch=None):
     """First emitted token of a width-`width` star whose children are drawn without replacement from q
-    (Gumbel top-k: the keys' descending order is the sequential drawing order)."""
+    (Gumbel top-k: the keys' descending order is the sequential drawing order). With `copy_token`, one more
+    child copies that token (a point-mass proposal), first or last; q without it is what the others come from.
+    `patch(residual)` swaps in a broken residual update."""
     cfg = SamplingConfig(temperature=temperature)
     p, q = warp(P_LOGITS, cfg), warp(Q_LOGITS, cfg)
+    if copy_token is not None:
+        q = q.clone()
+        q[copy_token] = 0
+        q /= q.sum()
     rng = make_rng(seed)
     gumbel = -torch.log(-torch.log(torch.rand(n, V, generator=rng)))
-    draws = torch.topk(q.log() + gumbel, width, dim=-1).indices.tolist()     # (n, width)
+    draws = torch.topk(q.clamp_min(1e-30).log() + gumbel, width, dim=-1).indices.tolist()     # (n, width)
     counts, rejected = torch.zeros(V), 0
-    tree_parents = (-1,) + (0,) * width
     import specviz.verify as vmod
     orig = vmod.residual
     if skip_residual:
         vmod.residual = lambda r, d: r                          # the bug: resample from R, not norm(max(R - D, 0))
+    if patch is not None:
+        vmod.residual = patch(orig)
     try:
         for toks in draws:
-            tree = DraftTree((0, *toks), tree_parents, (1.0, *(float(q[t]) for t in toks)))
-            out = verify_sampled(tree, p.expand(width + 1, V), {0: q}, rng)
+            kids, copied = list(toks), frozenset()
+            if copy_token is not None:
+                kids = [copy_token, *toks] if copy_first else [*toks, copy_token]
+                copied = frozenset({1 if copy_first else len(kids)})
+            q_nodes = (1.0 if i in copied else float(q[t]) for i, t in enumerate(kids, 1))
+            tree = DraftTree((0, *kids), (-1,) + (0,) * len(kids), (1.0, *q_nodes))
+            out = verify_sampled(tree, p.expand(len(kids) + 1, V), {0: q}, rng, copied)
             counts[out.emitted[0]] += 1
             rejected += out.status.count("rejected")
     finally:
@@ -256,22 +263,35 @@ def star_first_tokens(n, temperature, width=4, skip_residual=False, seed=1234):
     return counts, p, rejected / n
 
 
+# a copied sibling (prompt lookup): none, tested first, or tested after the drawn ones
+COPY_STARS = {"drawn only": {}, "copy first": dict(width=3, seed=7, copy_token=3),
+              "copy last": dict(width=3, seed=7, copy_token=3, copy_first=False)}
+
+
 @pytest.mark.parametrize("temperature", [0.6, 1.0])
-def test_star_swor_is_lossless(temperature):
+@pytest.mark.parametrize("star", list(COPY_STARS))
+def test_star_swor_is_lossless(temperature, star):
     n = 20_000
-    counts, p, mean_rejected = star_first_tokens(n, temperature)
+    counts, p, mean_rejected = star_first_tokens(n, temperature, **COPY_STARS[star])
     assert mean_rejected > 1.0                                 # the residual chain really is exercised
     stat = chisquare(counts.numpy(), (p * n).numpy())
-    print(f"T={temperature}: chi-square p-value {stat.pvalue:.4f}, mean rejected children {mean_rejected:.2f}")
+    print(f"T={temperature}, {star}: chi-square p-value {stat.pvalue:.4f}, mean rejected children {mean_rejected:.2f}")
     assert stat.pvalue > 1e-3, stat
 
 
+def _keep_rejected_copies(residual):
+    """The bug for copies: a rejected point mass is not taken out of R."""
+    return lambda r, d: r if float(d.max()) == 1.0 else residual(r, d)
+
+
 @pytest.mark.parametrize("temperature", [0.6, 1.0])
-def test_chi_square_fails_without_residual_update(temperature):
+@pytest.mark.parametrize("bug", ["drawn", "copied"])
+def test_chi_square_fails_without_residual_update(temperature, bug):
     n = 5_000
-    counts, p, _ = star_first_tokens(n, temperature, skip_residual=True)
+    kw = dict(skip_residual=True) if bug == "drawn" else dict(width=3, seed=7, copy_token=0, patch=_keep_rejected_copies)
+    counts, p, _ = star_first_tokens(n, temperature, **kw)
     stat = chisquare(counts.numpy(), (p * n).numpy())
-    print(f"T={temperature}, residual skipped: chi-square p-value {stat.pvalue:.3g}")
+    print(f"T={temperature}, residual skipped for {bug} children: chi-square p-value {stat.pvalue:.3g}")
     assert stat.pvalue < 1e-6, stat
 
 
@@ -304,28 +324,38 @@ class BigramLM:
 @pytest.mark.parametrize("variant", ["heap", "level", "sequoia"])
 def test_tree_round_is_lossless_end_to_end(variant):
     """Joint law of the first two emitted tokens of whole DySpec / Sequoia rounds (drafter + verifier) at T = 1."""
-    g = torch.Generator().manual_seed(5)
-    Vb = 5
-    target, draft = 1.5 * torch.randn(Vb, Vb, generator=g), 1.5 * torch.randn(Vb, Vb, generator=g)
-    pair = Pair(BigramLM(target), BigramLM(draft), None, {})
-    sampling = SamplingConfig(temperature=1.0)
-    run = RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling)
-    rng = make_rng(9)
+    target, pair, sampling, run, rng = bigram_setup()
     drafter = {"heap": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2, level_threshold=0.0)),
                "level": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2, level_threshold=0.05)),
                "sequoia": StaticTreeDrafter(pair.draft, sampling, rng, sequoia(6, (0.5, 0.3, 0.1), 2))}[variant]
-    n, counts = 1500, torch.zeros(Vb, Vb)
+    n, counts = 1500, torch.zeros(5, 5)
     for _ in range(n):
         out = [t for r in iter_rounds(pair, [0], run, drafter, rng) for t in r.emitted]
         counts[out[0], out[1]] += 1
+    pvalue = bigram_pvalue(counts, target, last=0)
+    print(f"{variant}: end-to-end chi-square p-value {pvalue:.4f}")
+    assert pvalue > 1e-3
+
+
+def bigram_setup(vocab: int = 5):
+    """A random bigram target and draft over `vocab` tokens, T = 1, rounds of 3 tokens: (target logits, pair,
+    sampling, run, rng)."""
+    g = torch.Generator().manual_seed(5)
+    target, draft = 1.5 * torch.randn(vocab, vocab, generator=g), 1.5 * torch.randn(vocab, vocab, generator=g)
+    sampling = SamplingConfig(temperature=1.0)
+    return (target, Pair(BigramLM(target), BigramLM(draft), None, {}), sampling,
+            RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling), make_rng(9))
+
+
+def bigram_pvalue(counts: torch.Tensor, target: torch.Tensor, last: int) -> float:
+    """Chi-square p-value of counts[y1, y2] of the first two emitted tokens against the bigram target's
+    p(y1 | last) p(y2 | y1), sparse cells pooled into one."""
     p = torch.softmax(target, -1)
-    expected = (p[0][:, None] * p).flatten() * n               # p(y1 | 0) p(y2 | y1)
-    small = expected < 5                                       # pool the sparse cells into one
+    expected = (p[last][:, None] * p).flatten() * counts.sum()
+    small = expected < 5
     obs = torch.cat([counts.flatten()[~small], counts.flatten()[small].sum()[None]])
     exp = torch.cat([expected[~small], expected[small].sum()[None]])
-    stat = chisquare(obs.numpy(), exp.numpy())
-    print(f"{variant}: end-to-end chi-square p-value {stat.pvalue:.4f}")
-    assert stat.pvalue > 1e-3, stat
+    return float(chisquare(obs.numpy(), exp.numpy()).pvalue)
 
 
 def test_root_only_when_no_room():
