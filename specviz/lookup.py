@@ -10,7 +10,8 @@ the verifier accepts it with probability min(1, R[y]) and on rejection removes y
 
 Notation: ``n`` is the length of the matched n-gram (0: no match); ``j`` (1-based) the position of a copied
 token in the proposal; ``alpha[n][j-1]`` the prior probability that the first j copied tokens are all
-accepted (`config.LOOKUP_ACCEPTANCE`), which values lookup nodes in a DySpec tree.
+accepted (`config.LOOKUP_ACCEPTANCE` for greedy runs, `LOOKUP_ACCEPTANCE_SAMPLED` for sampled ones), which
+values copied nodes in a DySpec tree and decides copy rounds and how far to copy.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from .config import LOOKUP_ACCEPTANCE, LookupConfig
+from .config import LOOKUP_ACCEPTANCE, LOOKUP_ACCEPTANCE_SAMPLED, LookupConfig
 from .drafters import Drafter, Proposal
 from .tree import chain
 
@@ -79,8 +80,8 @@ class LookupDrafter(Drafter):
     """
 
     def __init__(self, cfg: LookupConfig = LookupConfig(), eos_ids: Iterable[int] = frozenset(),
-                 curve: dict | None = None):
-        self.cfg, self.eos_ids, self.curve = cfg, set(eos_ids), curve
+                 curve: dict | None = None, sampled: bool = False):
+        self.cfg, self.eos_ids, self.curve, self.sampled = cfg, set(eos_ids), curve, sampled
         self.index = NgramIndex(cfg.max_ngram)
 
     def begin(self, prompt_ids):
@@ -94,7 +95,7 @@ class LookupDrafter(Drafter):
         toks = cut_at_eos(toks, self.eos_ids)
         k = min(self.cfg.k, len(toks))
         if self.curve is not None and len(toks) > k:
-            alpha = prior(n, len(toks))
+            alpha = prior(n, len(toks), self.sampled)
             k += best_extension(1 + sum(alpha[:k]), k + 1, alpha[k:], self.curve)
         toks = toks[:k]
         return Proposal(chain(committed[-1], toks, [1.0] * len(toks)), copied=frozenset(range(1, len(toks) + 1)))
@@ -109,9 +110,9 @@ class CopySwitch(Drafter):
     """
 
     def __init__(self, inner: Drafter, cfg: LookupConfig, eos_ids: Iterable[int] = frozenset(),
-                 curve: dict | None = None):
+                 curve: dict | None = None, sampled: bool = False):
         self.inner, self.cfg = inner, cfg
-        self.copier = LookupDrafter(cfg, eos_ids, curve)
+        self.copier = LookupDrafter(cfg, eos_ids, curve, sampled)
         self.used: Drafter = inner
 
     @property
@@ -128,7 +129,7 @@ class CopySwitch(Drafter):
     def propose(self, committed, remaining):
         self.copier.index.sync(committed)
         n, first = self.copier.index.propose(1, self.cfg.min_ngram)
-        copy = remaining > 1 and bool(first) and prior(n, 1)[0] >= self.cfg.switch_at
+        copy = remaining > 1 and bool(first) and prior(n, 1, self.copier.sampled)[0] >= self.cfg.switch_at
         self.used = self.copier if copy else self.inner
         return self.used.propose(committed, remaining)
 
@@ -161,12 +162,13 @@ def cut_at_eos(tokens: Sequence[int], eos_ids: set[int]) -> list[int]:
     return out
 
 
-def prior(n: int, k: int) -> list[float]:
-    """alpha[n][j - 1] for j = 1..k from `config.LOOKUP_ACCEPTANCE`; deeper than the table, the last ratio
-    continues; n = 0 (no match) gives zeros."""
+def prior(n: int, k: int, sampled: bool = False) -> list[float]:
+    """alpha[n][j - 1] for j = 1..k from `config.LOOKUP_ACCEPTANCE` (greedy runs) or LOOKUP_ACCEPTANCE_SAMPLED
+    (sampled ones); deeper than the table, the last ratio continues; n = 0 (no match) gives zeros."""
     if n <= 0:
         return [0.0] * k
-    row = list(LOOKUP_ACCEPTANCE[min(n, len(LOOKUP_ACCEPTANCE)) - 1])
+    table = LOOKUP_ACCEPTANCE_SAMPLED if sampled else LOOKUP_ACCEPTANCE
+    row = list(table[min(n, len(table)) - 1])
     ratio = row[-1] / row[-2] if len(row) > 1 and row[-2] > 0 else 0.0
     while len(row) < k:
         row.append(row[-1] * ratio)
@@ -203,14 +205,14 @@ def measure(sequences: Iterable[tuple[Sequence[int], Sequence[int]]], max_ngram:
             "alpha": {n: [round(h / o, 3) if o else 0.0 for h, o in zip(hits[n], offered[n])] for n in sorted(offered)}}
 
 
-def _training_sequences(limit: int):
-    """Greedy continuations of the project's own training prompts (cached by `python -m specviz.train draft`)."""
+def _training_sequences(limit: int, kind: str = "greedy"):
+    """Greedy (or sampled) continuations of the training prompts (cached by `python -m specviz.train draft`)."""
     from .loading import cache_dir
     from .train.data import load
     folder = cache_dir() / "train" / "draft-data"
-    shards = sorted(folder.glob("greedy-*.safetensors"))
+    shards = sorted(folder.glob(f"{kind}-*.safetensors"))
     if not shards:
-        raise SystemExit(f"no greedy distillation shards under {folder}: run `python -m specviz.train draft` first")
+        raise SystemExit(f"no {kind} distillation shards under {folder}: run `python -m specviz.train draft` first")
     got = 0
     for path in shards:
         d = load(path)
@@ -231,8 +233,9 @@ def main(argv=None) -> None:
     p.add_argument("--max-ngram", type=int, default=d.max_ngram)
     p.add_argument("--depth", type=int, default=len(LOOKUP_ACCEPTANCE[0]))
     p.add_argument("--limit", type=int, default=100_000, help="at most this many sequences")
+    p.add_argument("--sampled", action="store_true", help="continuations sampled at T = 0.7 instead of greedy ones")
     a = p.parse_args(argv)
-    out = measure(_training_sequences(a.limit), a.max_ngram, a.depth)
+    out = measure(_training_sequences(a.limit, "sampled-t0.7" if a.sampled else "greedy"), a.max_ngram, a.depth)
     json.dump(out, sys.stdout, indent=1)
     print()
 

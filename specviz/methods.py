@@ -44,7 +44,8 @@ def _sequoia(run, pair, rng):
 
 def _lookup(run, pair, rng):
     from .lookup import LookupDrafter
-    return LookupDrafter(run.lookup, pair.eos_ids, _curve(pair) if run.lookup.extend_to else None)
+    return LookupDrafter(run.lookup, pair.eos_ids, _curve(pair) if run.lookup.extend_to else None,
+                         not run.sampling.greedy)
 
 
 def _curve(pair):
@@ -82,5 +83,6 @@ def make_drafter(run: RunConfig, pair, rng) -> Drafter:
     drafter = BUILDERS[run.method](run, pair, rng)
     if run.copy and run.method in COPY_SWITCHED:
         from .lookup import CopySwitch
-        drafter = CopySwitch(drafter, run.lookup, pair.eos_ids, _curve(pair) if run.lookup.extend_to else None)
+        drafter = CopySwitch(drafter, run.lookup, pair.eos_ids, _curve(pair) if run.lookup.extend_to else None,
+                             not run.sampling.greedy)
     return drafter

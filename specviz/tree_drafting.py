@@ -99,7 +99,7 @@ class TreeDrafter(DraftLMDrafter):
             most = max(self.lookup.k, self.lookup.extend_to) if self.curve else self.lookup.k
             n, toks = self.index.propose(min(most, copy_depth or max_depth), self.lookup.min_ngram)
             self.copy_toks = cut_at_eos(toks, self.eos_ids)
-            self.copy_alpha = prior(n, len(self.copy_toks))
+            self.copy_alpha = prior(n, len(self.copy_toks), not self.sampling.greedy)
             if self.copy_toks:
                 self.copy_at[0] = 0
                 self.copy_token[0] = self.copy_toks[0]

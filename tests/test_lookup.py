@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from specviz.bench import method_knobs, parse_settings
-from specviz.config import (LOOKUP_ACCEPTANCE, BenchConfig, ChainConfig, DySpecConfig, LookupConfig, RunConfig,
+from specviz.config import (LOOKUP_ACCEPTANCE, LOOKUP_ACCEPTANCE_SAMPLED, BenchConfig, ChainConfig, DySpecConfig, LookupConfig, RunConfig,
                             SamplingConfig)
 from specviz.decode import generate, iter_rounds
 from specviz.dyspec import DySpecDrafter
@@ -66,6 +66,8 @@ def test_prior_reads_the_table_and_extends_it():
     row = list(LOOKUP_ACCEPTANCE[-1])
     long = prior(99, len(row) + 4)                            # n past the table: its last row, then the last ratio
     assert long[:len(row)] == row and all(a > b > 0 for a, b in zip(long, long[1:]))
+    sampled = prior(8, 16, sampled=True)                      # sampled runs: the T = 0.7 table, lower throughout
+    assert sampled == list(LOOKUP_ACCEPTANCE_SAMPLED[7]) and all(s < g for s, g in zip(sampled, row))
 
 
 def test_measure_counts_copies_along_a_continuation():
