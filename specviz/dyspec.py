@@ -105,7 +105,7 @@ class DySpecDrafter(TreeDrafter):
                 else:
                     c = self.draw(u)
                     v_sibling = self.w[u] * self.mass(u)
-                    if v_sibling >= t and v_sibling > 0:
+                    if v_sibling >= t:
                         heapq.heappush(heap, (-v_sibling, seq, u, False))
                         seq += 1
                 if self.expandable(c) and self.w[c] >= t:

@@ -88,14 +88,10 @@ class LookupDrafter(Drafter):
         self.index = NgramIndex(self.cfg.max_ngram)
 
     def propose(self, committed, remaining):
-        most = max(self.cfg.k, self.cfg.extend_to) if self.curve else self.cfg.k
-        most = min(most, remaining - 1)                              # the round always adds one target token
-        self.index.sync(committed)
-        n, toks = self.index.propose(most, self.cfg.min_ngram) if most >= 1 else (0, [])
-        toks = cut_at_eos(toks, self.eos_ids)
+        toks, alpha = plan(self.index, committed, self.cfg, remaining - 1, self.eos_ids, self.sampled,
+                           extend=self.curve is not None)          # the round always adds one target token
         k = min(self.cfg.k, len(toks))
-        if self.curve is not None and len(toks) > k:
-            alpha = prior(n, len(toks), self.sampled)
+        if self.curve is not None:
             k += best_extension(1 + sum(alpha[:k]), k + 1, alpha[k:], self.curve)
         toks = toks[:k]
         return Proposal(chain(committed[-1], toks, [1.0] * len(toks)), copied=frozenset(range(1, len(toks) + 1)))
@@ -127,15 +123,27 @@ class CopySwitch(Drafter):
         self.copier.begin(prompt_ids)
 
     def propose(self, committed, remaining):
-        self.copier.index.sync(committed)
-        n, first = self.copier.index.propose(1, self.cfg.min_ngram)
-        copy = remaining > 1 and bool(first) and prior(n, 1, self.copier.sampled)[0] >= self.cfg.switch_at
+        _, alpha = plan(self.copier.index, committed, self.cfg, min(1, remaining - 1), (), self.copier.sampled)
+        copy = bool(alpha) and alpha[0] >= self.cfg.switch_at
         self.used = self.copier if copy else self.inner
         return self.used.propose(committed, remaining)
 
     def observe(self, rnd, committed):
         if self.used is self.inner:                  # a copy round leaves the inner drafter's cache as it was
             self.inner.observe(rnd, committed)
+
+
+def plan(index: NgramIndex, committed: Sequence[int], cfg: LookupConfig, depth: int, eos_ids: Iterable[int],
+         sampled: bool, extend: bool = False) -> tuple[list[int], list[float]]:
+    """The copy a round can take, and its priors: up to `cfg.k` tokens (`cfg.extend_to` when copies may run past
+    the budget), at most `depth`, up to and including an EOS; ([], []) without a match."""
+    most = min(max(cfg.k, cfg.extend_to) if extend else cfg.k, depth)
+    if most < 1:
+        return [], []
+    index.sync(committed)
+    n, toks = index.propose(most, cfg.min_ngram)
+    toks = cut_at_eos(toks, set(eos_ids))
+    return toks, prior(n, len(toks), sampled)
 
 
 def best_extension(tokens: float, rows: int, alphas: Sequence[float], curve: dict) -> int:
@@ -183,9 +191,9 @@ def accepted_prefix(proposal: Sequence[int], actual: Sequence[int]) -> int:
 
 
 def measure(sequences: Iterable[tuple[Sequence[int], Sequence[int]]], max_ngram: int, depth: int) -> dict:
-    """Prior acceptance of copied tokens along greedy continuations, at every position.
+    """Prior acceptance of copied tokens along the target's continuations, at every position.
 
-    sequences: (prompt ids, the target's greedy continuation). Returns {"offered": {n: count},
+    sequences: (prompt ids, the target's continuation: greedy, or sampled for the sampled table). Returns {"offered": {n: count},
     "alpha": {n: [P(first j copied tokens all match the continuation), j = 1..depth]}}.
     """
     offered: dict[int, list[int]] = defaultdict(lambda: [0] * depth)

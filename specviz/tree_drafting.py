@@ -8,7 +8,7 @@ draft probabilities along the path to u (w(root) = 1). The next draw at u is the
 is worth w(c) = w(u) * D[u][c]. Children are kept in the order they were drawn (node order): the
 verifier tests them in that order against the same D.
 
-Copied nodes (prompt lookup, `lookup.py`; DySpec with ``lookup`` on): the context's own continuation offers a
+Copied nodes (prompt lookup, `lookup.py`; DySpec with ``RunConfig.copy`` on): the context's own continuation offers a
 chain of tokens with prior acceptance ``alpha`` (cumulative, from the root); a *copy slot* at the root, and
 then at each copied node, is worth ``alpha[j]``, and a grower may spend budget on it like on a sampling slot.
 A copied node is a point-mass proposal; the token it copies is removed from its parent's D before any draw
@@ -31,7 +31,7 @@ import torch
 
 from .config import LookupConfig
 from .drafters import DraftLMDrafter, Proposal
-from .lookup import NgramIndex, best_extension, cut_at_eos, prior
+from .lookup import NgramIndex, best_extension, plan
 from .sampling import warp
 from .trace import DraftTree
 
@@ -71,7 +71,7 @@ class TreeDrafter(DraftLMDrafter):
 
     value_temperature: float | None = None      # greedy runs only: temperature of the D that sets q and node values
     max_children: int = 64
-    lookup: LookupConfig | None = None          # copy slots from prompt lookup (DySpec with lookup on)
+    lookup: LookupConfig | None = None          # copy slots from prompt lookup (RunConfig.copy)
     curve: dict | None = None                   # the target's verify curve: copies past the budget (lookup.extend_to)
     index: NgramIndex | None = None
 
@@ -91,18 +91,14 @@ class TreeDrafter(DraftLMDrafter):
         self.left: dict[int, float] = {}                            # node -> sum(R[u])
         self.scale: dict[int, float] = {}                           # node -> draft mass left after removing its copy
         self.copied: set[int] = set()
-        self.copy_at: dict[int, int] = {}                           # node -> index j of the token it would copy next
-        self.copy_token: dict[int, int] = {}                        # node -> the token it copies or may copy next
+        self.copy_at: dict[int, int] = {}                           # node -> j: the token copy_toks[j] copies under it
+        self.open_copy: int | None = None                           # the one node whose copy slot is open
         self.copy_toks, self.copy_alpha = [], []
         if self.index is not None:
-            self.index.sync(committed)
-            most = max(self.lookup.k, self.lookup.extend_to) if self.curve else self.lookup.k
-            n, toks = self.index.propose(min(most, copy_depth or max_depth), self.lookup.min_ngram)
-            self.copy_toks = cut_at_eos(toks, self.eos_ids)
-            self.copy_alpha = prior(n, len(self.copy_toks), not self.sampling.greedy)
+            self.copy_toks, self.copy_alpha = plan(self.index, committed, self.lookup, copy_depth or max_depth,
+                                                   self.eos_ids, not self.sampling.greedy, extend=self.curve is not None)
             if self.copy_toks:
-                self.copy_at[0] = 0
-                self.copy_token[0] = self.copy_toks[0]
+                self.copy_at[0], self.open_copy = 0, 0
         self.draft_forwards = 1
         self._set_dists([0], logits[None])
 
@@ -116,10 +112,9 @@ class TreeDrafter(DraftLMDrafter):
     def copy_value(self, u: int) -> float:
         """Value of the copy slot at u (0 when u has none): the prior that the copy chain is accepted that far,
         or the draft's own value of that token where the draft has computed u and rates it higher."""
-        j = self.copy_at.get(u)
-        if j is None or not self.expandable(u) or len(self.copied) >= self.lookup.k:
+        if u != self.open_copy or not self.expandable(u) or len(self.copied) >= self.lookup.k:
             return 0.0
-        v = self.copy_alpha[j]
+        v = self.copy_alpha[self.copy_at[u]]
         if u in self.scale:
             v = max(v, self.w[u] * (1.0 - self.scale[u]))
         return v
@@ -127,7 +122,7 @@ class TreeDrafter(DraftLMDrafter):
     def copy(self, u: int, v: float | None = None) -> int:
         """Turn u's copy slot (copy_value(u) > 0, or value v) into a copied node; returns the new node id."""
         v = self.copy_value(u) if v is None else v
-        j = self.copy_at.pop(u)
+        j = self.copy_at[u]
         self.tokens.append(self.copy_toks[j])
         self.parents.append(u)
         self.q.append(1.0)
@@ -135,9 +130,9 @@ class TreeDrafter(DraftLMDrafter):
         self.w.append(v)
         c = len(self.tokens) - 1
         self.copied.add(c)
+        self.open_copy = None
         if j + 1 < len(self.copy_toks):
-            self.copy_at[c] = j + 1
-            self.copy_token[c] = self.copy_toks[j + 1]
+            self.copy_at[c], self.open_copy = j + 1, c
         return c
 
     def mass(self, u: int) -> float:
@@ -148,11 +143,10 @@ class TreeDrafter(DraftLMDrafter):
         """Past the budget: copy on from the open copy slot while the expected tokens per verify millisecond
         rise on this device's verify curve (`lookup.best_extension`); no draft forward is needed.
         Node values stand in for acceptance probabilities, as everywhere in the tree."""
-        if self.curve is None or not self.copy_at:
+        u = self.open_copy
+        if self.curve is None or u is None or self.tokens[u] in self.eos_ids:
             return
-        (u, j), = self.copy_at.items()
-        if self.tokens[u] in self.eos_ids:
-            return
+        j = self.copy_at[u]
         room = min(self.lookup.extend_to - len(self.copied), len(self.copy_toks) - j)
         alphas = self.copy_alpha[j:j + max(0, room)]
         for a in alphas[:best_extension(1 + sum(self.w[1:]), len(self.tokens), alphas, self.curve)]:
@@ -206,8 +200,9 @@ class TreeDrafter(DraftLMDrafter):
         D = warp(logits, self.sampling, temperature=t)                                # (n, V)
         scale = [1.0] * len(nodes)
         for i, u in enumerate(nodes):                  # the token u copies, or may copy, leaves u's draws
-            y = self.copy_token.get(u)
-            if y is not None:
+            j = self.copy_at.get(u)
+            if j is not None:
+                y = self.copy_toks[j]
                 scale[i] = max(0.0, 1.0 - float(D[i, y]))
                 D[i, y] = 0.0
                 if scale[i] > 0:
