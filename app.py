@@ -32,7 +32,7 @@ from specviz.viz_tree import showcase_round, stop_figure, tree_figure
 
 RUN, MODEL = RunConfig(), ModelConfig()
 KNOBS = {"chain": ("k", "copy"), "heuristic": ("start_k", "copy"), "specdecpp": ("h", "copy"), "dyspec": ("budget", "copy"),
-         "sequoia": ("budget",), "kary": ("width", "depth"), "lookup": ("k",)}
+         "sequoia": ("budget", "copy"), "kary": ("width", "depth", "copy"), "lookup": ("k",)}
 STREAM_EVERY_S = 0.3
 EXPORTS = Path(tempfile.gettempdir()) / "specviz-exports"
 EXPORT_TTL_S = 3600

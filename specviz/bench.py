@@ -30,6 +30,7 @@ import torch
 from . import kernels
 from .bench_hf import HFSetting, hf_generate
 from .config import DTYPES, METHOD_LABELS, BenchConfig, ChainConfig, ModelConfig, RunConfig, SamplingConfig
+from .methods import COPYING
 from .tree import depths
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -38,7 +39,6 @@ MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "ext
 OURS_FIXED = ("ar", "chain", "heuristic")
 KERNELS = {"": "", "skinny": "specviz kernels", "stock": "stock kernels"}   # spec suffix @name (kernels.py)
 DRAFTER_LABELS = {"eagle": "EAGLE drafter", "model": "standalone draft"}           # spec suffix +name
-COPYING = ("chain", "heuristic", "specdecpp", "dyspec")                               # spec suffix +copy
 
 
 @dataclass(frozen=True)

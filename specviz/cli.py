@@ -60,7 +60,7 @@ def _generate_parser(sub):
     p.add_argument("--method", choices=METHODS, default=_D.method)
     p.add_argument("--k", type=int, default=None, help="draft length K (chain, lookup), start K (heuristic)")
     p.add_argument("--copy", action=argparse.BooleanOptionalAction, default=None,
-                   help="chain, heuristic, specdecpp, dyspec: also copy tokens from the context (prompt lookup) "
+                   help="drafting methods (not ar, lookup): also copy tokens from the context (prompt lookup) "
                         "where that beats the draft")
     p.add_argument("--threshold", type=float, default=None, help="SpecDec++ stop threshold h")
     p.add_argument("--k-max", type=int, default=None, help="SpecDec++ maximum draft length")

@@ -89,7 +89,10 @@ class SpecDecPPConfig:
     tokens, every h against fixed K = 1..3) measured h = 0.7 best of {0.7, 0.9, 0.95} on the stage-3 drafter
     (sweep-eagle.md), then h = 0.5 best of {0.5, 0.7, 0.9} on the stage-4 drafter at T = 0 and T = 1
     (sweep-eagle4.md; union of chat / math / code: 16.28 tokens/s at T = 0 against 15.79 for h = 0.7 and 16.99
-    for the best fixed K = 1; 15.13 at T = 1 against 14.62 and 14.89). For the standalone draft's head
+    for the best fixed K = 1; 15.13 at T = 1 against 14.62 and 14.89), and h = 0.7 best of {0.7, 0.9, 0.95, 0.98}
+    for the shipped head without the lag (sweep-nolag.md: T = 0 union 21.31 tokens/s, mean K 1.36, against
+    20.55 for the best fixed K = 3 and 20.76 for h = 0.9; T = 1 h = 0.9 16.24 against 16.35 for K = 2 and 15.24
+    for h = 0.7: a sampled round is accepted less, so 0.7 stops at one candidate there). For the standalone draft's head
     (`--drafter model`) the cost-model pick was h = 0.9 (`python -m specviz.sweep pick-h`, pick-h.json:
     66.2 ms per token against 66.9 for the best fixed K = 3).
     Both heads are trained with reject weight 6, so their acceptances sit below the truth and the product
@@ -98,7 +101,7 @@ class SpecDecPPConfig:
     one-token drafts are the best fixed K on most families.
     """
 
-    threshold: float = 0.5
+    threshold: float = 0.7
     k_min: int = 1
     k_max: int = 6
 
@@ -116,15 +119,20 @@ class HeadTrainConfig:
     are the target's own (no loss there); `reject_weight` is w of the weighted soft BCE.
     """
 
-    prompts: int = 480
+    prompts: int = 960          # 480 until 2026-12: twice the rows, and a held-out split of 144 prompts, not 72
     new_tokens: int = 96
     gen_batch: int = 48
     greedy_fraction: float = 0.5
     mixing_ratio: float = 0.15
     reject_weight: float = 6.0
     num_layers: int = 1         # measured: 1 block 0.692 held-out AUC, 3 blocks 0.681, 0 blocks 0.678
-    q_feature: bool = True      # beyond the paper: the head also reads log q(Y) (see AcceptanceHead)
-    regime_feature: bool = True  # ... and whether the round is greedy or sampled (greedy-row AUC 0.75 -> 0.78)
+    # beyond the paper: scalar inputs beside the hidden state (head_inputs.CATALOG). Measured on the EAGLE
+    # drafter (held-out AUC, same rows): log_q + greedy 0.776, these eight 0.802, + target_entropy 0.802.
+    inputs: tuple[str, ...] = ("log_q", "greedy", "entropy", "log_top1", "log_top2", "depth", "copy_n", "copy_y")
+    # the paper's one-step lag (AcceptanceHead, specdecpp.stop_rule); False: each candidate is scored before any
+    # forward over it, so a round can stop at one token. Same rows and sweep (assets/specdecpp/sweep-nolag.md):
+    # held-out AUC 0.802 lagged / 0.800 not; T = 0 union against the best fixed K: -3.8 % lagged, +3.7 % not.
+    lag: bool = False
     epochs: int = 8             # at most; the epoch with the least validation loss is kept
     lr: float = 1e-3
     batch: int = 256
@@ -136,7 +144,8 @@ class HeadTrainConfig:
         _check(0 <= self.greedy_fraction <= 1 and 0 <= self.mixing_ratio < 1, "greedy fraction in [0, 1], mixing ratio in [0, 1)")
         _check(self.reject_weight > 0 and self.lr > 0 and self.epochs >= 1 and self.batch >= 1, "reject weight, lr, epochs, batch must be positive")
         _check(0 <= self.num_layers <= 8, f"head layers must lie in [0, 8], got {self.num_layers}")
-        _check(self.q_feature or not self.regime_feature, "the regime feature needs the q feature (--q-feature)")
+        from .head_inputs import check
+        check(self.inputs)
         _check(0 < self.heldout_fraction < 1, f"held-out fraction must lie in (0, 1), got {self.heldout_fraction}")
 
 
@@ -345,7 +354,7 @@ class RunConfig:
     tree: TreeConfig = field(default_factory=TreeConfig)
     lookup: LookupConfig = field(default_factory=LookupConfig)
     drafter: str = "auto"
-    copy: bool = False              # also copy from the context (prompt lookup): chain, heuristic, specdecpp, dyspec
+    copy: bool = False              # also copy from the context (prompt lookup): every drafting method
 
     def __post_init__(self):
         _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")

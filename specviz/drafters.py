@@ -71,9 +71,10 @@ class DraftLMDrafter(Drafter):
         self._last_hidden = out.hidden[-1]
         return out.logits[-1]
 
-    def pick(self, logits: torch.Tensor) -> tuple[int, float, torch.Tensor | None]:
-        """Draw one token: (token, its q, the distribution it came from or None when greedy)."""
-        q = warp(logits, self.sampling)
+    def pick(self, logits: torch.Tensor, q: torch.Tensor | None = None) -> tuple[int, float, torch.Tensor | None]:
+        """Draw one token: (token, its q, the distribution it came from or None when greedy). `q`: the warped
+        distribution of `logits`, when the caller has it already."""
+        q = warp(logits, self.sampling) if q is None else q
         if self.sampling.greedy:
             y = int(torch.argmax(logits))
             return y, float(q[y]), None

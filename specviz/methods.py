@@ -74,7 +74,8 @@ def drafter_kind(run: RunConfig, pair) -> str:
     return "eagle" if lm is pair.eagle and lm is not None else "model"
 
 
-COPY_SWITCHED = ("chain", "heuristic", "specdecpp")      # RunConfig.copy: copy rounds (DySpec: copy slots)
+COPY_SWITCHED = ("chain", "heuristic", "specdecpp", "kary", "sequoia")   # RunConfig.copy: copy rounds
+COPYING = COPY_SWITCHED + ("dyspec",)                                   # ... and DySpec: copy slots in its tree
 
 
 def make_drafter(run: RunConfig, pair, rng) -> Drafter:

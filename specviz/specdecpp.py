@@ -21,8 +21,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from . import head_inputs
 from .config import SpecDecPPConfig
 from .drafters import DraftLMDrafter, Proposal
+from .sampling import warp
 from .trace import DraftTree
 from .tree import chain
 
@@ -34,29 +36,29 @@ STOP_REASONS = ("threshold", "k_max", "eos", "budget")
 class AcceptanceHead(nn.Module):
     """Draft hidden state (..., H) -> 2 logits (..., 2); softmax[..., 1] = predicted acceptance.
 
-    q_feature (beyond the paper): also read log q(Y), the draft's own probability of the candidate
-    being scored, projected into the hidden state before the blocks. The drafter knows q(Y) for free,
-    and on the shipped 1-layer draft q(Y) alone ranks acceptances better (held-out AUC 0.70) than the
-    paper's hidden-state-only head did (0.645).
+    inputs (beyond the paper): names of scalar columns from `head_inputs.CATALOG` the head also reads,
+    projected into the hidden state before the blocks. The drafter knows them for free: log q(Y) (on the
+    1-layer drafts q(Y) alone ranks acceptances better, held-out AUC 0.70, than the paper's hidden-state-only
+    head, 0.645), whether the round is greedy (the label means 1[argmax p = Y] there and min(1, p/q) when
+    sampling, and a head that cannot tell them apart ranks greedy rounds worse than q(Y) alone), the draft's
+    entropy and runner-up probability, the candidate's depth in the round, and whether the context's own
+    n-gram continuation agrees with it (`head_inputs`). The model cards record what each adds.
 
-    regime_feature (beyond the paper, with q_feature): also read whether the round samples or decodes
-    greedily. The label means different things in the two (1[argmax p = Y] against min(1, p/q)), and a
-    head that cannot tell them apart ranks greedy rounds worse than q(Y) alone does (held-out AUC on the
-    EAGLE drafter's greedy rows 0.73 against 0.81). With the flag, greedy rows: standalone head 0.75 -> 0.78,
-    EAGLE head 0.73 -> 0.75 (same rows; still below q(Y) alone, see the model cards).
+    lag (True: the paper's): which hidden state scores candidate Y. Lagged, the state at Y's own input
+    position, computed by the draft forward that also drafts the next candidate (`stop_rule`). Not lagged
+    (beyond the paper), the state that produced Y's logits, so Y is scored before any forward over it. The
+    training rows hold both (`train.head_data`); a head is trained for one and runs that way.
     """
 
     def __init__(self, hidden_size: int, num_layers: int = 3, rng: torch.Generator | None = None,
-                 q_feature: bool = False, regime_feature: bool = False):
+                 inputs: tuple[str, ...] = (), lag: bool = True):
         super().__init__()
+        self.lag = bool(lag)
         if hidden_size < 1 or num_layers < 0:
             raise ValueError(f"an acceptance head needs hidden_size >= 1 and num_layers >= 0, got {hidden_size}, {num_layers}")
-        if regime_feature and not q_feature:
-            raise ValueError("the regime input rides on the q input: regime_feature needs q_feature")
-        self.hidden_size, self.num_layers, self.q_feature = hidden_size, num_layers, q_feature
-        self.regime_feature = regime_feature
+        self.hidden_size, self.num_layers, self.inputs = hidden_size, num_layers, head_inputs.check(inputs)
         self.blocks = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(num_layers))
-        self.q_in = nn.Linear(2 if regime_feature else 1, hidden_size) if q_feature else None
+        self.scalar_in = nn.Linear(len(self.inputs), hidden_size) if self.inputs else None
         self.out = nn.Linear(hidden_size, 2)
         self.float()
         if rng is not None:                                  # PyTorch's default bounds, drawn from `rng`
@@ -65,33 +67,27 @@ class AcceptanceHead(nn.Module):
                     bound = hidden_size ** -0.5
                     prm.copy_((torch.rand(prm.shape, generator=rng, device=rng.device) * 2 - 1) * bound)
 
-    def forward(self, x: torch.Tensor, q: torch.Tensor | None = None, greedy: torch.Tensor | bool | None = None) -> torch.Tensor:
-        """x: (..., H) draft hidden states; q: (...) the draft's probability of each scored candidate;
-        greedy: (...) or one bool, whether the round decodes greedily (read by a regime_feature head)."""
+    def forward(self, x: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (..., H) draft hidden states; columns: (..., len(CATALOG)) the `head_inputs.columns` of each
+        scored candidate (only the head's own `inputs` are read)."""
         x = x.float()
-        if self.q_in is not None:
-            if q is None:
-                raise ValueError("this acceptance head reads q(Y), the draft probability of the candidate; pass q")
-            inp = torch.log(torch.as_tensor(q, dtype=torch.float32, device=x.device).clamp_min(1e-6))[..., None]
-            if self.regime_feature:
-                if greedy is None:
-                    raise ValueError("this acceptance head reads the decoding regime; pass greedy")
-                g = torch.as_tensor(greedy, dtype=torch.float32, device=x.device).expand(inp.shape[:-1])[..., None]
-                inp = torch.cat([inp, g], -1)
-            x = x + self.q_in(inp)
+        if self.scalar_in is not None:
+            if columns is None:
+                raise ValueError(f"this acceptance head reads {self.inputs} beside the hidden state; pass columns")
+            x = x + self.scalar_in(head_inputs.select(columns.to(x.device, torch.float32), self.inputs))
         for block in self.blocks:
             x = x + nn.functional.silu(block(x))
         return self.out(x)
 
     @torch.inference_mode()
-    def accept_prob(self, x: torch.Tensor, q: torch.Tensor | float | None = None, greedy=None) -> torch.Tensor:
+    def accept_prob(self, x: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
         """Predicted P(accepted), shape (...)."""
-        logits = self.forward(x, q, greedy)
+        logits = self.forward(x, columns)
         return torch.sigmoid(logits[..., 1] - logits[..., 0])
 
 
 def stop_rule(n: int, head_prob: float, cum: float, eos: bool, cfg: SpecDecPPConfig,
-              budget: int | None = None) -> tuple[float, str | None]:
+              budget: int | None = None, lagged: bool = True) -> tuple[float, str | None]:
     """One draft step of the SpecDec++ stop rule, as the official code runs it.
 
     Call it after the n-th candidate Y_n has been sampled. Returns the new running product
@@ -106,11 +102,16 @@ def stop_rule(n: int, head_prob: float, cum: float, eos: bool, cfg: SpecDecPPCon
     among Y_1..Y_{n-1}) > h" still sends Y_n, which costs nothing more to draft and only one more
     position to verify.
 
+    ``lagged=False`` (beyond the paper; a head trained with ``lag=False``, `AcceptanceHead`): ``head_prob``
+    at step n is the predicted acceptance of Y_n itself, read from the hidden state that produced Y_n's
+    logits and Y_n's own scalar inputs, so every factor counts, the rule can stop after Y_1, and stopping
+    submits exactly Y_1..Y_n without a draft forward over Y_n.
+
     Order of checks (as in the official loop): EOS stops drafting at once; then the round's
     remaining token budget (``budget``, when it is below k_max) and k_max; below k_min never
     stop; otherwise stop when ``1 - cum > threshold`` (strictly).
     """
-    cum = cum * (1.0 if n == 1 else float(head_prob))
+    cum = cum * (1.0 if lagged and n == 1 else float(head_prob))
     if eos:
         return cum, "eos"
     if budget is not None and budget < cfg.k_max and n >= budget:
@@ -123,10 +124,11 @@ def stop_rule(n: int, head_prob: float, cum: float, eos: bool, cfg: SpecDecPPCon
 
 
 def stop_point(accept_probs, eos: list[bool], cfg: SpecDecPPConfig) -> int:
-    """Where the rule stops on recorded per-step factors (a replay; the round must have drafted far enough)."""
+    """Where the rule stops on recorded per-step factors (a replay; the round must have drafted far enough).
+    The recorded factors already carry the lag, if any (a lagged round records 1 at step 1)."""
     cum = 1.0
     for n, (a, e) in enumerate(zip(accept_probs, eos), 1):
-        cum, reason = stop_rule(n, a, cum, e, cfg)
+        cum, reason = stop_rule(n, a, cum, e, cfg, lagged=False)
         if reason:
             return n
     return len(accept_probs)
@@ -136,7 +138,8 @@ class SpecDecPPDrafter(DraftLMDrafter):
     """Chain drafting with the SpecDec++ stop rule.
 
     Proposal.info carries, per draft step i = 1..n: ``accept_probs[i-1]`` = the factor used at
-    that step (1 at step 1, else the head's estimate for Y_{i-1}: the lag above) and
+    that step (a lagged head, the paper's: 1 at step 1, else the head's estimate for Y_{i-1}; a head
+    trained without the lag: its estimate for Y_i) and
     ``stop_probs[i-1]`` = 1 - cum after that step (the value compared with h); plus the
     threshold and the stop reason.
     """
@@ -149,6 +152,13 @@ class SpecDecPPDrafter(DraftLMDrafter):
             raise ValueError(f"the acceptance head expects hidden size {head.hidden_size}, the draft has {hidden}")
         self.head = head.to(lm.device).eval()
         self.cfg = cfg
+        reads_copy = {"copy_n", "copy_y"} & set(head.inputs)
+        self.index = head_inputs.new_index() if reads_copy else None
+
+    def begin(self, prompt_ids):
+        super().begin(prompt_ids)
+        if self.index is not None:
+            self.index = head_inputs.new_index()
 
     def propose(self, committed, remaining):
         budget = remaining - 1                               # the round always adds one target token
@@ -158,18 +168,26 @@ class SpecDecPPDrafter(DraftLMDrafter):
             return Proposal(DraftTree((committed[-1],), (-1,), (1.0,)),
                             info={**info, "accept_probs": (), "stop_probs": (), "stop_reason": "budget"})
         logits = self.feed_pending(committed)
-        toks, qs, props, factors, stops = [], [], {}, [], []
-        cum, hidden, reason, greedy = 1.0, None, None, self.sampling.greedy
+        if self.index is not None:
+            self.index.sync(committed)
+        tent = self.target_entropy()
+        toks, qs, rows, props, factors, stops = [], [], [], {}, [], []
+        cum, hidden, reason = 1.0, self._last_hidden, None   # hidden: the draft's state that produced `logits`
         while reason is None:
             node = len(toks)                                 # the parent of the candidate drawn now
-            y, qy, dist = self.pick(logits)
+            q = warp(logits, self.sampling)
+            y, qy, dist = self.pick(logits, q)
+            rows.append(self.columns(q, y, node + 1, toks, tent))
             toks.append(y)
             qs.append(qy)
             if dist is not None:
                 props[node] = dist
             n = node + 1
-            a = 1.0 if hidden is None else float(self.head.accept_prob(hidden, qs[-2], greedy))   # scores Y_{n-1}
-            cum, reason = stop_rule(n, a, cum, y in self.eos_ids, self.cfg, budget)
+            if self.head.lag:                                # scores Y_{n-1}, read at its own position
+                a = 1.0 if n == 1 else float(self.head.accept_prob(hidden, rows[-2]))
+            else:                                            # scores Y_n, read where its logits came from
+                a = float(self.head.accept_prob(hidden, rows[-1]))
+            cum, reason = stop_rule(n, a, cum, y in self.eos_ids, self.cfg, budget, self.head.lag)
             factors.append(a)
             stops.append(1.0 - cum)
             if reason is None:
@@ -178,6 +196,24 @@ class SpecDecPPDrafter(DraftLMDrafter):
                 logits, hidden = out.logits[-1], out.hidden[-1]
         info.update(accept_probs=tuple(factors), stop_probs=tuple(stops), stop_reason=reason)
         return Proposal(chain(committed[-1], toks, qs), props, len(toks), info)
+
+    def target_entropy(self) -> float:
+        """`head_inputs` target_entropy: from the target's hidden state of the last committed token's parent
+        position, which a feature drafter holds (0 for a token-level draft or a head that does not read it)."""
+        n = getattr(self.lm, "n_target", 0)
+        if "target_entropy" not in self.head.inputs or n < 1:
+            return 0.0
+        return float(head_inputs.target_entropy(self.lm, self.lm.tfeat[n - 1]))
+
+    def columns(self, q: torch.Tensor, y: int, depth: int, drafted: list[int], tent: float = 0.0) -> torch.Tensor:
+        """The head's scalar inputs for candidate y, drawn from q at `depth` after the round's `drafted` tokens
+        (`head_inputs.columns`; the same construction as the training rows), or None for a head that reads none."""
+        if not self.head.inputs:
+            return None
+        dist = head_inputs.distribution_columns(q, torch.tensor(y, device=q.device)).cpu()
+        copy = head_inputs.copy_columns(self.index, drafted, y) if self.index is not None else (0.0, 0.0)
+        return head_inputs.columns(dist, torch.tensor(float(self.sampling.greedy)), torch.tensor(depth),
+                                   torch.tensor(copy), torch.tensor(tent))
 
 
 # -- shipping a head ---------------------------------------------------------------------------
@@ -197,7 +233,7 @@ def save_head(head: AcceptanceHead, folder: str | Path, meta: dict) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().float().contiguous() for k, v in head.state_dict().items()}, folder / HEAD_FILE)
     cfg = {"format": HEAD_FORMAT, "hidden_size": head.hidden_size, "num_layers": head.num_layers,
-           "q_feature": head.q_feature, "regime_feature": head.regime_feature, **meta}
+           "inputs": list(head.inputs), "lag": head.lag, **meta}
     (folder / HEAD_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
     return folder / HEAD_FILE
 
@@ -211,9 +247,12 @@ def load_head(folder: str | Path) -> tuple[AcceptanceHead, dict]:
     cfg = json.loads((folder / HEAD_CONFIG).read_text())
     if cfg.get("format") != HEAD_FORMAT:
         raise ValueError(f"{folder / HEAD_CONFIG}: unsupported format {cfg.get('format')!r} (expected {HEAD_FORMAT})")
-    head = AcceptanceHead(int(cfg["hidden_size"]), int(cfg["num_layers"]), q_feature=bool(cfg.get("q_feature", False)),
-                          regime_feature=bool(cfg.get("regime_feature", False)))
-    head.load_state_dict(load_file(folder / HEAD_FILE))
+    inputs = cfg["inputs"] if "inputs" in cfg else \
+        head_inputs.LEGACY[bool(cfg.get("q_feature")), bool(cfg.get("regime_feature"))]   # heads saved before 2026-12
+    head = AcceptanceHead(int(cfg["hidden_size"]), int(cfg["num_layers"]), inputs=tuple(inputs),
+                          lag=bool(cfg.get("lag", True)))
+    state = {k.replace("q_in.", "scalar_in.", 1): v for k, v in load_file(folder / HEAD_FILE).items()}
+    head.load_state_dict(state)
     return head.eval(), cfg
 
 

@@ -4,12 +4,14 @@ import torch
 from scipy.stats import chisquare
 
 from specviz.bench import parse_settings
-from specviz.config import BenchConfig, ChainConfig, DySpecConfig, RunConfig, SamplingConfig, TreeConfig
+from specviz.config import BenchConfig, ChainConfig, DySpecConfig, RunConfig, SamplingConfig, SpecDecPPConfig, TreeConfig
 from specviz.decode import generate, iter_rounds
 from specviz.eagle import EagleLM, build_eagle
 from specviz.lm import LM
 from specviz.loading import Pair, load_eagle, tiny_llama
-from specviz.sampling import warp
+from specviz.head_inputs import CATALOG
+from specviz.sampling import make_rng, warp
+from specviz.specdecpp import AcceptanceHead, SpecDecPPDrafter
 from specviz.train.eagle import save_eagle
 
 PROMPT = [5, 9, 3, 17, 4]
@@ -226,9 +228,21 @@ def test_acceptance_head_rows_match_the_engine():
     assert rows["label"].tolist() == [float(a == b) for a, b in zip(q.argmax(-1).tolist(), xs)]
     e.reset()                                 # a round's start: the target has read all but the last token
     e.add_target_features(0, feats[0][:-1])
-    e.forward(PROMPT)
+    root = e.forward(PROMPT).hidden[-1]                                          # the state that drafts D_0
     first = e.forward([int(q[0].argmax())]).hidden[-1]                         # the engine drafts D_0
     torch.testing.assert_close(rows["features"][0], first.float(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(rows["features_before"][0], root.float(), rtol=1e-4, atol=1e-5)
+    # no mixing: every row is drafted in one round from the prompt, whose last token the target drew at
+    # position len(PROMPT) - 2: each row's target_entropy is that distribution's, as the drafter computes it
+    with torch.inference_mode():
+        want = float(torch.special.entr(torch.softmax(target.logits(feats[0][len(PROMPT) - 2:len(PROMPT) - 1]), -1)).sum())
+    tent = rows["columns"][:, CATALOG.index("target_entropy")]
+    torch.testing.assert_close(tent, torch.full_like(tent, want))
+    head = AcceptanceHead(e.config.hidden_size, 1, rng=make_rng(0), inputs=("log_q", "target_entropy"))
+    d = SpecDecPPDrafter(e, SamplingConfig(), make_rng(0), head, SpecDecPPConfig(0.5, 2, 4))
+    d.begin(PROMPT)
+    d.see_target(0, feats[0][:-1])
+    assert d.target_entropy() == pytest.approx(want, rel=1e-5)
 
 
 def test_step_costs_of_the_eagle_drafter():

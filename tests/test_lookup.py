@@ -13,7 +13,7 @@ import torch
 
 from specviz.bench import method_knobs, parse_settings
 from specviz.config import (LOOKUP_ACCEPTANCE, LOOKUP_ACCEPTANCE_SAMPLED, BenchConfig, ChainConfig, DySpecConfig, LookupConfig, RunConfig,
-                            SamplingConfig)
+                            SamplingConfig, TreeConfig)
 from specviz.decode import generate, iter_rounds
 from specviz.dyspec import DySpecDrafter
 from specviz.budget import device_curve
@@ -130,6 +130,8 @@ RUNS = {
                                                                                     level_threshold=0.0)),
     "chain-copy": RunConfig(method="chain", copy=True, chain=ChainConfig(2)),
     "heuristic-copy": RunConfig(method="heuristic", copy=True),
+    "kary-copy": RunConfig(method="kary", copy=True, tree=TreeConfig(width=2, depth=2)),
+    "sequoia-copy": RunConfig(method="sequoia", copy=True, tree=TreeConfig(budget=5)),
 }
 
 
@@ -187,12 +189,14 @@ def test_trace_keeps_copied_nodes_and_rejects_bad_ones():
 
 def test_bench_specs_for_lookup():
     got = {s.key: s for s in parse_settings(["lookup:2/0", "dyspec-lookup:5+eagle", "dyspec:4+eagle+copy",
-                                             "specdecpp+copy", "hf-lookup:4"], BenchConfig(), list(BUILDERS))}
+                                             "specdecpp+copy", "hf-lookup:4", "sequoia:3+copy"], BenchConfig(),
+                                            list(BUILDERS))}
     assert method_knobs(got["lookup:2/0"])["lookup"].k == 2 and method_knobs(got["lookup:2/0"])["lookup"].extend_to == 0
     dl = got["dyspec-lookup:5+eagle"]                         # the older name of dyspec:5+copy
     assert dl.copy and method_knobs(dl)["dyspec"].budget == 5 and dl.drafter == "eagle"
     assert got["dyspec:4+copy+eagle"].copy and got["specdecpp+copy"].copy and not got["ar"].copy
     assert got["hf-lookup:4"].k == 4 and not got["hf-lookup:4"].hf_assisted
+    assert got["sequoia:3+copy"].copy and method_knobs(got["sequoia:3+copy"])["tree"].budget == 3
     for bad in ("ar+copy", "hf-assist+copy", "chain:2/0", "dyspec+fast"):
         with pytest.raises(ValueError):
             parse_settings([bad], BenchConfig(), list(BUILDERS))

@@ -8,7 +8,10 @@ from scipy.stats import chisquare
 
 from specviz.config import HeadTrainConfig, RunConfig, SamplingConfig, SpecDecPPConfig
 from specviz.costs import StepCosts, first_rejection, hindsight_k, tokens_if, with_hindsight
+from specviz import head_inputs
 from specviz.decode import generate, iter_rounds
+from specviz.head_inputs import CATALOG
+from specviz.lookup import NgramIndex
 from specviz.lm import Forward
 from specviz.loading import Pair
 from specviz.sampling import make_rng
@@ -66,6 +69,36 @@ def test_lag_first_factor_is_one():
     assert (cum, reason) == (1.0, None)
     # step 2 scores Y_1; stopping there still submits Y_2 (n = 2 candidates)
     assert run_rule([0.0, 0.5], cfg)[:2] == (2, "threshold")
+    # a head without the lag scores Y_1 at step 1: the rule can stop after one candidate
+    assert stop_rule(1, 0.0, 1.0, False, cfg, lagged=False) == (0.0, "threshold")
+    assert stop_rule(1, 0.95, 1.0, False, cfg, lagged=False) == (0.95, None)
+
+
+def test_a_head_without_the_lag_stops_before_drafting_on(tiny_pair):
+    """No lag: step 1's factor is the head on the state that drafted Y_1 (the root's) and Y_1's own inputs; a
+    head sure of a rejection ends the round at one candidate with one draft forward, none over Y_1."""
+    pair = tiny_pair("random")
+    head = AcceptanceHead(pair.draft.config.hidden_size, 1, rng=make_rng(0), inputs=CATALOG, lag=False)
+    with torch.no_grad():
+        head.out.bias.copy_(torch.tensor([30.0, -30.0]))            # P(accept) ~ 0 whatever it reads
+    d = SpecDecPPDrafter(pair.draft, SamplingConfig(), make_rng(0), head, SpecDecPPConfig(0.5, 1, 6), pair.eos_ids)
+    d.begin(PROMPT)
+    before = pair.draft.forwards
+    prop = d.propose(PROMPT, 10)
+    assert prop.draft_forwards == 1 and pair.draft.forwards - before == 1 and len(prop.tree.tokens) == 2
+    assert prop.info["stop_reason"] == "threshold" and prop.info["accept_probs"][0] < 1e-6
+    head.out.bias.copy_(torch.tensor([0.0, 0.0]))
+    pair.draft.reset()
+    z = pair.draft.forward(PROMPT)
+    y1 = int(z.logits[-1].argmax())
+    index = NgramIndex(8)
+    index.extend(PROMPT)
+    row = head_inputs.columns(head_inputs.distribution_columns(torch.softmax(z.logits[-1].float(), -1), torch.tensor(y1)),
+                              torch.tensor(1.0), torch.tensor(1), torch.tensor(head_inputs.copy_columns(index, [], y1)),
+                              torch.tensor(0.0))
+    d.begin(PROMPT)
+    prop = d.propose(PROMPT, 10)
+    assert prop.info["accept_probs"][0] == pytest.approx(float(head.accept_prob(z.hidden[-1], row)), rel=1e-4)
 
 
 # -- head --------------------------------------------------------------------------------------
@@ -84,43 +117,72 @@ def test_head_shapes_and_independent_blocks(tmp_path):
     assert cfg["num_layers"] == 3 and torch.equal(again.accept_prob(x[0]), p)
 
 
-def test_q_feature_head_needs_q_and_round_trips(tmp_path):
-    head = AcceptanceHead(32, num_layers=2, rng=make_rng(1), q_feature=True)
-    x, q = torch.randn(7, 32), torch.rand(7)
-    with pytest.raises(ValueError, match="q"):
+def catalog_rows(n, seed=0):
+    return torch.rand(n, len(CATALOG), generator=torch.Generator().manual_seed(seed))
+
+
+def test_scalar_inputs_are_read_by_name_and_round_trip(tmp_path):
+    with pytest.raises(ValueError, match="inputs"):
+        AcceptanceHead(32, inputs=("log_q", "nonsense"))
+    head = AcceptanceHead(32, num_layers=2, rng=make_rng(1), inputs=("log_q", "copy_y"))
+    x, cols = torch.randn(7, 32), catalog_rows(7)
+    with pytest.raises(ValueError, match="columns"):
         head(x)
-    p = head.accept_prob(x, q)
-    assert p.shape == (7,) and not torch.equal(p, head.accept_prob(x, q / 2))      # q is really read
-    assert float(head.accept_prob(x[0], 0.0)) == float(head.accept_prob(x[0], 1e-6))  # log q clamped
+    p = head.accept_prob(x, cols)
+    other = cols.clone()
+    other[:, CATALOG.index("entropy")] += 1                   # a column it does not read
+    assert torch.equal(p, head.accept_prob(x, other))
+    other[:, CATALOG.index("copy_y")] += 1                    # one it does
+    assert not torch.equal(p, head.accept_prob(x, other))
     save_head(head, tmp_path, {"target": "tiny"})
     again, cfg = load_head(tmp_path)
-    assert cfg["q_feature"] is True and torch.equal(again.accept_prob(x, q), p)
+    assert cfg["inputs"] == ["log_q", "copy_y"] and torch.equal(again.accept_prob(x, cols), p)
 
 
-def test_regime_head_reads_the_decoding_regime(tmp_path, tiny_pair):
-    with pytest.raises(ValueError, match="q_feature"):
-        AcceptanceHead(32, regime_feature=True)
-    head = AcceptanceHead(32, num_layers=1, rng=make_rng(2), q_feature=True, regime_feature=True)
-    x, q = torch.randn(5, 32), torch.rand(5)
-    with pytest.raises(ValueError, match="greedy"):
-        head(x, q)
-    p = head.accept_prob(x, q, True)
-    assert not torch.equal(p, head.accept_prob(x, q, False))
-    assert torch.equal(p, head.accept_prob(x, q, torch.ones(5)))
+def test_heads_saved_with_the_old_flags_still_load(tmp_path):
+    """Heads saved before the input catalog (q_feature / regime_feature, weights under q_in) load unchanged."""
+    import json
+    from safetensors.torch import save_file
+    head = AcceptanceHead(32, num_layers=1, rng=make_rng(2), inputs=("log_q", "greedy"))
     save_head(head, tmp_path, {"target": "tiny"})
-    again, cfg = load_head(tmp_path)
-    assert cfg["regime_feature"] is True and torch.equal(again.accept_prob(x, q, True), p)
-    # the drafter passes its own regime: at T = 0 the factor of step 2 is the greedy one
+    cfg = json.loads((tmp_path / "acceptance_head.json").read_text())
+    del cfg["inputs"]
+    (tmp_path / "acceptance_head.json").write_text(json.dumps({**cfg, "q_feature": True, "regime_feature": True}))
+    save_file({k.replace("scalar_in.", "q_in."): v.contiguous() for k, v in head.state_dict().items()},
+              tmp_path / "acceptance_head.safetensors")
+    again, _ = load_head(tmp_path)
+    x, cols = torch.randn(5, 32), catalog_rows(5)
+    assert again.inputs == ("log_q", "greedy") and torch.equal(again.accept_prob(x, cols), head.accept_prob(x, cols))
+
+
+def test_copy_columns_of_the_training_rows():
+    """copy_n / copy_y of D_i read the context prompt + X_<i, as the drafter reads committed + drafted text."""
+    from specviz.train.head_data import _copy_columns
+    out = _copy_columns([[1, 2, 3, 1, 2]], torch.tensor([[3, 9, 5]]), torch.tensor([[3, 4, 7]]))
+    # i = 0: "1 2" occurred before, followed by 3 = D_0; i = 1: "1 2 3" followed by 1 != 4; i = 2: "9" never did
+    assert out[0].tolist() == [[2 / 8, 1.0], [3 / 8, 0.0], [0.0, 0.0]]
+
+
+def test_the_drafter_feeds_the_head_what_it_was_trained_on(tiny_pair):
+    """At T = 0 the factor of step 2 is the head on Y_1's hidden state and Y_1's catalog row: log q(Y_1) from
+    the plain softmax, greedy, depth 1, and the copy columns of the prompt."""
     pair = tiny_pair("random")
-    head = AcceptanceHead(pair.draft.config.hidden_size, 1, rng=make_rng(0), q_feature=True, regime_feature=True)
+    head = AcceptanceHead(pair.draft.config.hidden_size, 1, rng=make_rng(0), inputs=CATALOG)
     prop = SpecDecPPDrafter(pair.draft, SamplingConfig(), make_rng(0), head, SpecDecPPConfig(0.5, 3, 3),
                             pair.eos_ids).propose(PROMPT, 10)
     pair.draft.reset()
     z = pair.draft.forward(PROMPT).logits[-1]
     y1 = int(z.argmax())
     h1 = pair.draft.forward([y1]).hidden[-1]
-    q1 = float(torch.softmax(z.float(), -1)[y1])
-    assert prop.info["accept_probs"][1] == pytest.approx(float(head.accept_prob(h1, q1, True)), rel=1e-4)
+    index = NgramIndex(8)
+    index.extend(PROMPT)
+    row = head_inputs.columns(head_inputs.distribution_columns(torch.softmax(z.float(), -1), torch.tensor(y1)),
+                              torch.tensor(1.0), torch.tensor(1), torch.tensor(head_inputs.copy_columns(index, [], y1)),
+                              torch.tensor(0.0))                       # a token-level draft holds no target state
+    assert prop.info["accept_probs"][1] == pytest.approx(float(head.accept_prob(h1, row)), rel=1e-4)
+    sampled = SpecDecPPDrafter(pair.draft, SamplingConfig(temperature=1.0), make_rng(0), head,
+                               SpecDecPPConfig(0.5, 3, 3), pair.eos_ids)
+    assert sampled.columns(torch.softmax(z.float(), -1), y1, 1, [])[CATALOG.index("greedy")] == 0.0
 
 
 def test_missing_head_is_a_clear_error(tiny_pair):
@@ -130,22 +192,24 @@ def test_missing_head_is_a_clear_error(tiny_pair):
 
 # -- lossless end to end ---------------------------------------------------------------------------
 
-def drafter(pair, cfg, sampling=SamplingConfig(), seed=0):
-    head = AcceptanceHead(pair.draft.config.hidden_size, 2, rng=make_rng(seed), q_feature=True)
+def drafter(pair, cfg, sampling=SamplingConfig(), seed=0, lag=True):
+    head = AcceptanceHead(pair.draft.config.hidden_size, 2, rng=make_rng(seed), inputs=CATALOG, lag=lag)
     return SpecDecPPDrafter(pair.draft, sampling, make_rng(seed), head, cfg, pair.eos_ids)
 
 
+@pytest.mark.parametrize("lag", [True, False])
 @pytest.mark.parametrize("draft", ["same", "random"])
 @pytest.mark.parametrize("cfg", [SpecDecPPConfig(0.3, 1, 5), SpecDecPPConfig(0.9, 2, 8), SpecDecPPConfig(0.5, 1, 1)])
-def test_greedy_equals_autoregressive(tiny_pair, draft, cfg):
+def test_greedy_equals_autoregressive(tiny_pair, draft, cfg, lag):
     pair = tiny_pair(draft)
     ar = generate(pair, PROMPT, RunConfig(method="ar", max_new_tokens=40))
-    sp = generate(pair, PROMPT, RunConfig(method="specdecpp", max_new_tokens=40, specdecpp=cfg), drafter=drafter(pair, cfg))
+    sp = generate(pair, PROMPT, RunConfig(method="specdecpp", max_new_tokens=40, specdecpp=cfg),
+                  drafter=drafter(pair, cfg, lag=lag))
     assert sp.output_ids == ar.output_ids
     for r in sp.rounds:
         assert len(r.accept_probs) == len(r.stop_probs) == r.n_drafted <= cfg.k_max
         assert r.stop_reason in ("threshold", "k_max", "eos", "budget") and r.threshold == cfg.threshold
-        if r.n_drafted:
+        if r.n_drafted and lag:
             assert r.accept_probs[0] == 1.0 and r.stop_probs[0] == 0.0
         for n, rej in enumerate(r.stop_probs[:-1], 1):               # no earlier step met the rule
             assert n < cfg.k_min or rej <= cfg.threshold
@@ -191,7 +255,8 @@ class TableLM:
         return out if rows is None else Forward(out.hidden[rows], out.logits[rows])
 
 
-def test_two_first_tokens_follow_the_target():
+@pytest.mark.parametrize("lag", [True, False])
+def test_two_first_tokens_follow_the_target(lag):
     """Chi-square on the first two emitted tokens (36 cells) over many sampled runs, table-driven models."""
     V, prompt, n = 6, [5, 1, 3], 2500
     pair = Pair(TableLM(V, 16, seed=1), TableLM(V, 16, seed=2, scale=1.5), None, {})
@@ -199,7 +264,7 @@ def test_two_first_tokens_follow_the_target():
     cfg = SpecDecPPConfig(0.6, 1, 4)
     run = RunConfig(method="specdecpp", max_new_tokens=6, sampling=s, specdecpp=cfg)
     rng = make_rng(7)
-    d = SpecDecPPDrafter(pair.draft, s, rng, AcceptanceHead(16, 2, rng=make_rng(3)), cfg)
+    d = SpecDecPPDrafter(pair.draft, s, rng, AcceptanceHead(16, 2, rng=make_rng(3), lag=lag), cfg)
     counts, lengths = torch.zeros(V, V), set()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)                                         # thousands of tiny ops: threads only cost
@@ -263,7 +328,7 @@ def test_training_lowers_the_loss(tiny_pair):
     assert torch.all((data.label >= 0) & (data.label <= 1)) and set(data.greedy.tolist()) <= {0.0, 1.0}
     train, held = split_by_prompt(data, cfg.prompts, 0.25, make_rng(1))
     assert not set(train.prompt.tolist()) & set(held.prompt.tolist())
-    before = evaluate(AcceptanceHead(32, 2, rng=make_rng(0), q_feature=cfg.q_feature), train, cfg.reject_weight)["loss"]
+    before = evaluate(AcceptanceHead(32, 2, rng=make_rng(0), inputs=cfg.inputs), train, cfg.reject_weight)["loss"]
     head, history = train_head(train, train, cfg, make_rng(0), show_progress=False)
     after = evaluate(head, train, cfg.reject_weight)["loss"]
     assert len(history) == cfg.epochs and after < before

@@ -27,6 +27,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from ..config import DTYPES, HeadTrainConfig, ModelConfig
+from ..head_inputs import CATALOG
 from ..specdecpp import AcceptanceHead, file_digest, save_head
 from .head_data import HeadData, build_head_data
 from .prompts import compose
@@ -64,8 +65,7 @@ def unweight(prob: torch.Tensor, w: float) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate(head: AcceptanceHead, data: HeadData, w: float) -> dict:
-    logits = torch.cat([head(f, q, g) for f, q, g in zip(data.features.split(4096), data.q_draft.split(4096),
-                                                         data.greedy.split(4096))])
+    logits = torch.cat([head(f, c) for f, c in zip(data.features.split(4096), data.columns.split(4096))])
     prob = torch.sigmoid(logits[:, 1] - logits[:, 0])
     y = data.label
     out = {"rows": len(y), "mean_label": float(y.mean()), "loss": float(soft_bce(logits, y, w)),
@@ -83,8 +83,7 @@ def train_head(train: HeadData, val: HeadData, cfg: HeadTrainConfig, rng: torch.
     """AdamW, cosine schedule with 3% warm-up, up to cfg.epochs; metrics on `val` after every epoch, and
     the head of the epoch with the least `val` loss is returned (early stopping: the head over-fits the
     rows of one draft within a few epochs; `val` must be other prompts than the reported held-out set)."""
-    head = AcceptanceHead(train.features.shape[1], cfg.num_layers, rng=rng, q_feature=cfg.q_feature,
-                          regime_feature=cfg.regime_feature)
+    head = AcceptanceHead(train.features.shape[1], cfg.num_layers, rng=rng, inputs=cfg.inputs, lag=cfg.lag)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
     per_epoch = math.ceil(len(train.label) / cfg.batch)
     total, warm = per_epoch * cfg.epochs, max(1, int(0.03 * per_epoch * cfg.epochs))
@@ -95,8 +94,7 @@ def train_head(train: HeadData, val: HeadData, cfg: HeadTrainConfig, rng: torch.
     for epoch in range(cfg.epochs):
         head.train()
         for idx in torch.randperm(len(train.label), generator=rng).split(cfg.batch):
-            loss = soft_bce(head(train.features[idx], train.q_draft[idx], train.greedy[idx]), train.label[idx],
-                            cfg.reject_weight)
+            loss = soft_bce(head(train.features[idx], train.columns[idx]), train.label[idx], cfg.reject_weight)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -124,7 +122,8 @@ def split_by_prompt(data: HeadData, n_prompts: int, fraction: float, rng: torch.
 def _data_key(cfg: HeadTrainConfig, pair_id: str) -> str:
     fields = {k: v for k, v in asdict(cfg).items() if k in ("prompts", "new_tokens", "gen_batch", "greedy_fraction",
                                                             "mixing_ratio", "seed")}
-    return hashlib.sha256(json.dumps([fields, pair_id], sort_keys=True).encode()).hexdigest()[:12]
+    layout = [CATALOG, "features_before"]                     # what a shard holds besides the features
+    return hashlib.sha256(json.dumps([fields, pair_id, layout], sort_keys=True).encode()).hexdigest()[:12]
 
 
 def main(argv=None) -> None:
@@ -144,11 +143,14 @@ def main(argv=None) -> None:
         ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
     for name in ("greedy_fraction", "mixing_ratio", "reject_weight", "lr", "heldout_fraction"):
         ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name))
-    ap.add_argument("--q-feature", action=argparse.BooleanOptionalAction, default=d.q_feature,
-                    help="also feed log q(Y) to the head (--no-q-feature: the paper's hidden-state-only head)")
-    ap.add_argument("--regime-feature", action=argparse.BooleanOptionalAction, default=d.regime_feature,
-                    help="also feed whether the round is greedy or sampled (needs --q-feature)")
+    ap.add_argument("--inputs", nargs="*", default=list(d.inputs), choices=CATALOG, metavar="NAME",
+                    help=f"scalar inputs beside the hidden state, from {', '.join(CATALOG)} "
+                         "(see specviz/head_inputs.py; none: the paper's hidden-state-only head)")
+    ap.add_argument("--lag", action=argparse.BooleanOptionalAction, default=d.lag,
+                    help="score each candidate at its own input position, one draft step late (the paper's); "
+                         "--no-lag: from the state that drafted it (AcceptanceHead)")
     a = ap.parse_args(argv)
+    a.inputs = tuple(a.inputs)
     cfg = replace(d, **{k: getattr(a, k) for k in asdict(d)})
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device="cpu", eagle=a.eagle or "none"))
@@ -165,6 +167,7 @@ def main(argv=None) -> None:
     data = build_head_data(pair.target, drafter, prompts, cfg, pair.eos_ids, pad, bar.update, folder_data)
     bar.close()
     data_s = time.perf_counter() - t0
+    data = data.for_head(cfg.lag)
     train, heldout = split_by_prompt(data, len(prompts), cfg.heldout_fraction, rng)
     fit, val = split_by_prompt(train, len(prompts), cfg.heldout_fraction, rng)   # val: early stopping only
     print(f"head data: {len(fit.label)} train, {len(val.label)} validation, {len(heldout.label)} held-out rows "

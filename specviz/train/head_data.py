@@ -13,7 +13,11 @@ X_i ~ p and D_i ~ q at T = 1. Top-k / top-p are not modelled.
 Mixing (official recipe): the head's input sequence is Z_i = X_i with probability r (0.15), else
 D_i; the draft runs over prompt + Z, and the hidden state at the position of each D_i (the head
 scores the token it reads, as at inference) is stored with y_i. Target positions carry no label.
-The draft is frozen, so features are computed once and the head trains on them.
+The draft is frozen, so features are computed once and the head trains on them. Each row also carries
+the scalar `head_inputs` columns of D_i (its q, the regime, its depth: the draft tokens in Z up to and
+including it, the context's n-gram continuation after prompt + X_<i, and for a feature drafter the target's
+entropy where it drew the round's last target token Z_(i - depth)), built by the same functions the drafter
+calls at run time.
 
 A feature drafter (eagle.EagleLM, which reads the target's features f beside each token) is labelled
 the same way, teacher-forced: its q_i reads X_<i with the target's exact features, as the first
@@ -30,8 +34,10 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache
 
+from .. import head_inputs
 from ..config import HeadTrainConfig, SamplingConfig
 from ..eagle import eagle_inputs, previous_features
+from ..head_inputs import CATALOG
 from ..lm import LM
 from ..sampling import warp
 
@@ -40,19 +46,35 @@ GREEDY, SAMPLED = SamplingConfig(temperature=0.0), SamplingConfig(temperature=1.
 
 @dataclass
 class HeadData:
-    """One row per labelled position: features (N, H) fp32, label y, regime (1 = greedy), prompt index, q(D)."""
+    """One row per labelled position: the draft's hidden state (N, H) fp32 at D's input position (`features`, what
+    a lagged head reads) and where D's logits came from (`features_before`, a head without the lag), label y,
+    prompt index, and the scalar `head_inputs.columns` (N, len(CATALOG)) of D (log q(D), regime, ...)."""
 
     features: torch.Tensor
     label: torch.Tensor
-    greedy: torch.Tensor
     prompt: torch.Tensor
-    q_draft: torch.Tensor
+    columns: torch.Tensor
+    features_before: torch.Tensor
+
+    FIELDS = ("features", "label", "prompt", "columns", "features_before")
+
+    def for_head(self, lag: bool) -> "HeadData":
+        """The rows as a head with or without the lag reads them (`features` = the hidden state it reads)."""
+        return self if lag else HeadData(self.features_before, self.label, self.prompt, self.columns, self.features_before)
 
     def subset(self, keep: torch.Tensor) -> "HeadData":
-        return HeadData(*(t[keep] for t in (self.features, self.label, self.greedy, self.prompt, self.q_draft)))
+        return HeadData(*(getattr(self, k)[keep] for k in self.FIELDS))
 
     def to_dict(self) -> dict[str, torch.Tensor]:
-        return {k: getattr(self, k).contiguous() for k in ("features", "label", "greedy", "prompt", "q_draft")}
+        return {k: getattr(self, k).contiguous() for k in self.FIELDS}
+
+    @property
+    def greedy(self) -> torch.Tensor:
+        return self.columns[:, CATALOG.index("greedy")]
+
+    @property
+    def q_draft(self) -> torch.Tensor:
+        return self.columns[:, CATALOG.index("log_q")].exp()
 
 
 def _positions(mask: torch.Tensor, n: int) -> torch.Tensor:
@@ -95,18 +117,40 @@ def batch_rows(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainCo
     ids, mask = _left_pad(prompts, pad, target.device)
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=target.device)
     rows_of = _feature_draft_rows if draft.wants_target_features else _token_draft_rows
-    feats, Y, Q, keep = rows_of(target, draft, ids, mask, cfg, greedy, rng, eos)
+    states, Y, dist, X, D, use_target, keep, tent = rows_of(target, draft, ids, mask, cfg, greedy, rng, eos)
+    feats, before = states[:, 1:], states[:, :-1]                # at D_i's position / at the one before it
+    depth, run = torch.zeros_like(Y), torch.zeros_like(Y[:, 0])  # draft tokens in Z up to and including i
+    for i in range(Y.shape[1]):
+        run = torch.where(use_target[:, i], 0.0, run + 1)
+        depth[:, i] = run
+    copy = _copy_columns(prompts, X.cpu(), D.cpu())
+    # the round's last committed token is X_(i - depth) (X_-1: the prompt's last), drawn from tent[:, i - depth + 1]
+    last = (torch.arange(Y.shape[1], device=Y.device) - depth.long() + 1).clamp(min=0)
+    tent = torch.zeros_like(Y) if tent is None else tent.gather(1, last)
+    cols = head_inputs.columns(dist.cpu(), torch.full(Y.shape, float(greedy)), depth.cpu(), copy, tent.cpu())
     rows = keep.nonzero()
-    return {"features": feats[keep].float().cpu(), "label": Y[keep].cpu(), "q_draft": Q[keep].cpu(),
-            "greedy": torch.full((len(rows),), float(greedy)), "seq": rows[:, 0].cpu()}
+    return {"features": feats[keep].float().cpu(), "features_before": before[keep].float().cpu(),
+            "label": Y[keep].cpu(), "columns": cols[keep.cpu()], "seq": rows[:, 0].cpu()}
+
+
+def _copy_columns(prompts: list[list[int]], X: torch.Tensor, D: torch.Tensor) -> torch.Tensor:
+    """copy_n, copy_y of each D_i after the context prompt + X_<i (the text the label is conditioned on) -> (B, T, 2)."""
+    out = torch.zeros(*X.shape, 2)
+    for b, prompt in enumerate(prompts):
+        index = head_inputs.new_index()
+        index.extend(prompt)
+        for i in range(X.shape[1]):
+            out[b, i] = torch.tensor(head_inputs.copy_columns(index, [], int(D[b, i])))
+            index.extend([int(X[b, i])])
+    return out
 
 
 def _label(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, greedy: bool, rng) -> tuple[torch.Tensor, ...]:
-    """The draft's alternative d ~ q, its label y and q(d), per row."""
+    """The draft's alternative d ~ q, its label y and its `head_inputs.distribution_columns`, per row."""
     d = _draw(q, greedy, rng)
     q_d = q.gather(1, d[:, None])[:, 0]
     y = (x == d).float() if greedy else torch.clamp(p.gather(1, d[:, None])[:, 0] / q_d, max=1.0)
-    return d, y, q_d
+    return d, y, head_inputs.distribution_columns(q, d)
 
 
 def _token_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
@@ -115,14 +159,15 @@ def _token_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
     h_t = _forward(target, ids, mask, caches[0])[:, -1]
     h_d = _forward(draft, ids, mask, caches[1])[:, -1]
     B, T = len(ids), cfg.new_tokens
-    X, D, Y, Q = (torch.zeros(B, T, dtype=dt, device=dev) for dt in (torch.long, torch.long, torch.float, torch.float))
+    X, D, Y = (torch.zeros(B, T, dtype=dt, device=dev) for dt in (torch.long, torch.long, torch.float))
+    dist = torch.zeros(B, T, 4, device=dev)
     alive = torch.ones(B, T, dtype=torch.bool, device=dev)
     live = torch.ones(B, dtype=torch.bool, device=dev)
     for t in range(T):
         p, q = warp(target.logits(h_t), regime), warp(draft.logits(h_d), regime)            # (B, V)
         x = _draw(p, greedy, rng)
-        d, y, q_d = _label(p, q, x, greedy, rng)
-        X[:, t], D[:, t], Y[:, t], Q[:, t], alive[:, t] = x, d, y, q_d, live
+        d, y, cols = _label(p, q, x, greedy, rng)
+        X[:, t], D[:, t], Y[:, t], dist[:, t], alive[:, t] = x, d, y, cols, live
         live = live & ~torch.isin(x, eos)
         if not live.any():
             alive[:, t + 1:] = False
@@ -133,8 +178,8 @@ def _token_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
     use_target = (torch.rand(B, T, generator=rng, device=rng.device) < cfg.mixing_ratio).to(dev)
     Z = torch.where(use_target, X, D)
     full_mask = torch.cat([mask[:, :ids.shape[1]], torch.ones(B, T, dtype=mask.dtype, device=dev)], 1)
-    feats = _forward(draft, torch.cat([ids, Z], 1), full_mask, DynamicCache(config=draft.config))[:, ids.shape[1]:]
-    return feats, Y, Q, alive & ~use_target
+    states = _forward(draft, torch.cat([ids, Z], 1), full_mask, DynamicCache(config=draft.config))[:, ids.shape[1] - 1:]
+    return states, Y, dist, X, D, use_target, alive & ~use_target, None
 
 
 def _feature_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
@@ -162,17 +207,20 @@ def _feature_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
     # q_i: the drafter on the target's text with exact features; p_i: the target at the same positions
     h_d = _eagle_forward(draft, seq[:, :-1], previous_features(f), full[:, :-1])[:, L - 1:]  # (B, n + 1, H)
     h_t = f[:, L - 1:]
-    Y, D, Q = (torch.zeros(B, n + 1, dtype=dt, device=dev) for dt in (torch.float, torch.long, torch.float))
+    Y, D = (torch.zeros(B, n + 1, dtype=dt, device=dev) for dt in (torch.float, torch.long))
+    dist = torch.zeros(B, n + 1, 4, device=dev)
     for i in range(n + 1):
         p, q = warp(target.logits(h_t[:, i]), regime), warp(draft.logits(h_d[:, i]), regime)
-        D[:, i], Y[:, i], Q[:, i] = _label(p, q, X[:, i], greedy, rng)
+        D[:, i], Y[:, i], dist[:, i] = _label(p, q, X[:, i], greedy, rng)
     use_target = (torch.rand(B, n + 1, generator=rng, device=rng.device) < cfg.mixing_ratio).to(dev)
     Z = torch.cat([ids, torch.where(use_target, X, D)], 1)
     exact = previous_features(torch.cat([f, torch.zeros_like(f[:, :1])], 1))             # f_(j-1) along X
     first = _eagle_forward(draft, Z, exact, full)
     own = torch.cat([torch.ones_like(ids, dtype=torch.bool), use_target], 1)               # reads an exact f
-    feats = _eagle_forward(draft, Z, torch.where(own[..., None], exact, previous_features(first)), full)[:, L:]
-    return feats, Y, Q, alive & ~use_target
+    states = _eagle_forward(draft, Z, torch.where(own[..., None], exact, previous_features(first)), full)[:, L - 1:]
+    # target_entropy of the distributions that drew the prompt's last token and X_0 .. X_n: f at L - 2 ...
+    tent = torch.stack([head_inputs.target_entropy(draft, f[:, j]) for j in range(L - 2, L + n)], 1)
+    return states, Y, dist, X, D, use_target, alive & ~use_target, tent
 
 
 def build_head_data(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, eos_ids: set[int],
@@ -201,4 +249,4 @@ def build_head_data(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTr
         if progress is not None:
             progress(len(idx) * cfg.new_tokens)
     cat = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-    return HeadData(cat["features"], cat["label"], cat["greedy"], cat["prompt"], cat["q_draft"])
+    return HeadData(cat["features"], cat["label"], cat["prompt"], cat["columns"], cat["features_before"])
