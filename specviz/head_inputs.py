@@ -45,10 +45,14 @@ def entropy(probs: torch.Tensor) -> torch.Tensor:
     return torch.special.entr(probs.float()).sum(-1)
 
 
-def distribution_columns(q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """log_q, entropy, log_top1, log_top2 for candidates y (...) drawn from distributions q (..., V) -> (..., 4)."""
+def distribution_columns(q: torch.Tensor, y: torch.Tensor, support: torch.Tensor | None = None) -> torch.Tensor:
+    """log_q, entropy, log_top1, log_top2 for candidates y (...) drawn from distributions q (..., V) -> (..., 4).
+    `support`: token ids outside which q is zero (a reduced-vocabulary draft's `head_ids`): the same values,
+    computed over those ids only (a sixth of the work on the shipped drafts)."""
     q = q.float()
     q_y = q.gather(-1, y[..., None].long())[..., 0]
+    if support is not None:
+        q = q.index_select(-1, support.to(q.device))
     top = torch.topk(q, min(2, q.shape[-1]), dim=-1).values
     top2 = top[..., 1] if q.shape[-1] > 1 else torch.zeros_like(q_y)
     return torch.stack([torch.log(q_y.clamp_min(1e-6)), entropy(q), torch.log(top[..., 0].clamp_min(1e-6)),

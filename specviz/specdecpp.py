@@ -210,7 +210,8 @@ class SpecDecPPDrafter(DraftLMDrafter):
         (`head_inputs.columns`; the same construction as the training rows), or None for a head that reads none."""
         if not self.head.inputs:
             return None
-        dist = head_inputs.distribution_columns(q, torch.tensor(y, device=q.device)).cpu()
+        dist = head_inputs.distribution_columns(q, torch.tensor(y, device=q.device),
+                                                   getattr(self.lm, "head_ids", None)).cpu()
         copy = head_inputs.copy_columns(self.index, drafted, y) if self.index is not None else (0.0, 0.0)
         return head_inputs.columns(dist, torch.tensor(float(self.sampling.greedy)), torch.tensor(depth),
                                    torch.tensor(copy), torch.tensor(tent))

@@ -156,6 +156,15 @@ def test_heads_saved_with_the_old_flags_still_load(tmp_path):
     assert again.inputs == ("log_q", "greedy") and torch.equal(again.accept_prob(x, cols), head.accept_prob(x, cols))
 
 
+def test_distribution_columns_over_the_support_equal_the_full_ones():
+    """The drafter computes q's columns over its reduced vocabulary; the training rows over the full one."""
+    logits = torch.full((3, 50), float("-inf"))
+    support = torch.tensor([2, 7, 11, 30, 41])
+    logits[:, support] = torch.randn(3, 5, generator=torch.Generator().manual_seed(0))
+    q, y = torch.softmax(logits, -1), torch.tensor([7, 30, 2])
+    torch.testing.assert_close(head_inputs.distribution_columns(q, y, support), head_inputs.distribution_columns(q, y))
+
+
 def test_copy_columns_of_the_training_rows():
     """copy_n / copy_y of D_i read the context prompt + X_<i, as the drafter reads committed + drafted text."""
     from specviz.train.head_data import _copy_columns
