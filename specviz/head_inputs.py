@@ -76,12 +76,8 @@ def copy_columns(index: NgramIndex, extra: list[int], y: int) -> tuple[float, fl
 
     An n-gram that reaches into `extra` is looked up among the indexed context only, so a candidate deep in a
     round sees the matches the committed text holds (what the training rows see up to the few drafted tokens)."""
-    ctx = index.ctx + list(extra)
-    for n in range(min(index.max_ngram, len(ctx)), 0, -1):
-        start = index.after.get(tuple(ctx[-n:]))
-        if start is not None:
-            return n / index.max_ngram, float(index.ctx[start] == y)
-    return 0.0, 0.0
+    n, toks = index.propose(1, after=extra)
+    return (n / index.max_ngram, float(toks[0] == y)) if n else (0.0, 0.0)
 
 
 def columns(dist: torch.Tensor, greedy: torch.Tensor, depth: torch.Tensor, copy: torch.Tensor,

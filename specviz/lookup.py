@@ -55,13 +55,15 @@ class NgramIndex:
             n = 0
         self.extend(committed[n:])
 
-    def propose(self, k: int, min_ngram: int = 1) -> tuple[int, list[int]]:
+    def propose(self, k: int, min_ngram: int = 1, after: Sequence[int] = ()) -> tuple[int, list[int]]:
         """(n, up to k tokens) after the longest matching n-gram, or (0, []) when none matches.
 
         When the match is closer to the end than k tokens, the copy continues periodically (a loop of
         period len(ctx) - start repeats), which is what copying token by token would produce.
+        `after`: tokens that follow the indexed context without being indexed (a round's drafted ones); the
+        context's suffix then reaches into them, and is still looked up among the indexed n-grams only.
         """
-        ctx = self.ctx
+        ctx = self.ctx + list(after) if after else self.ctx
         for n in range(min(self.max_ngram, len(ctx)), min_ngram - 1, -1):
             start = self.after.get(tuple(ctx[-n:]))
             if start is None:

@@ -210,11 +210,12 @@ class SpecDecPPDrafter(DraftLMDrafter):
         (`head_inputs.columns`; the same construction as the training rows), or None for a head that reads none."""
         if not self.head.inputs:
             return None
-        dist = head_inputs.distribution_columns(q, torch.tensor(y, device=q.device),
-                                                   getattr(self.lm, "head_ids", None)).cpu()
+        dev = q.device                                      # built where the head runs: no host round trip
+        dist = head_inputs.distribution_columns(q, torch.tensor(y, device=dev), getattr(self.lm, "head_ids", None))
         copy = head_inputs.copy_columns(self.index, drafted, y) if self.index is not None else (0.0, 0.0)
-        return head_inputs.columns(dist, torch.tensor(float(self.sampling.greedy)), torch.tensor(depth),
-                                   torch.tensor(copy), torch.tensor(tent))
+        return head_inputs.columns(dist, torch.tensor(float(self.sampling.greedy), device=dev),
+                                   torch.tensor(depth, device=dev), torch.tensor(copy, device=dev),
+                                   torch.tensor(tent, device=dev))
 
 
 # -- shipping a head ---------------------------------------------------------------------------

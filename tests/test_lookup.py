@@ -39,6 +39,9 @@ def test_longest_most_recent_match_and_periodic_copy():
     idx.extend([7, 1, 2])
     assert idx.propose(2) == (2, [7, 1])                      # the most recent "1 2" wins
     assert idx.propose(2, min_ngram=3) == (0, [])
+    # tokens after the indexed context (a round's drafts) extend the suffix but are not indexed themselves
+    assert idx.propose(1, after=[3]) == (3, [4])              # "1 2 3" -> 4; the index is unchanged
+    assert idx.propose(1, after=[9]) == (0, []) and idx.ctx[-1] == 2
     lone = NgramIndex(2)
     lone.extend([8])
     assert lone.propose(3) == (0, [])                         # a context's suffix is never its own match
