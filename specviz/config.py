@@ -165,6 +165,8 @@ class EagleTrainConfig:
     batch_tokens: int = 4096
     lr: float = 1e-3
     warmup: int = 20
+    greedy_prompts: int = 768        # composed chat prompts, greedy (the draft's recipe: 768)
+    sampled_prompts: int = 384       # composed chat prompts, sampled (the draft's recipe: 384)
     doc_prompts: int = 64            # long-context prompts in the distillation data (the draft's recipe: 64)
     broad_prompts: int = 0           # more prompts over real text (train/corpus.py), beside the draft's data
     self_prompts: int = 0            # more prompts the target writes itself (train/selfprompts.py)
@@ -177,9 +179,9 @@ class EagleTrainConfig:
     seed: int = 0
 
     def __post_init__(self):
-        _check(min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts) >= 1
-               and min(self.doc_prompts, self.broad_prompts, self.self_prompts) >= 0,
-               "steps, batch tokens, checkpoint interval and eval prompts must be >= 1, doc / broad / self prompts >= 0")
+        _check(min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts, self.greedy_prompts) >= 1
+               and min(self.doc_prompts, self.broad_prompts, self.self_prompts, self.sampled_prompts) >= 0,
+               "steps, batch tokens, checkpoint interval, eval and greedy prompts must be >= 1, doc / broad / self / sampled prompts >= 0")
         _check(self.lr > 0 and self.noise >= 0 and self.feat_weight >= 0 and 0 < self.heldout_fraction < 1,
                "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)")
 

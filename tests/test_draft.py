@@ -132,6 +132,24 @@ def test_eagle_training_lowers_loss_and_resumes(tmp_path):
         assert torch.equal(p, q), n
 
 
+def test_eagle_recipe_counts_reach_the_data_and_the_card():
+    """--greedy-prompts / --sampled-prompts are checked, and a stage that used other counts says so on the card."""
+    from specviz.config import DraftTrainConfig, EagleTrainConfig
+    from specviz.train.eagle import parse
+    from specviz.train.eagle_eval import _counts, _previous
+    _, cfg = parse(["--greedy-prompts", "256", "--sampled-prompts", "0"])
+    assert (cfg.greedy_prompts, cfg.sampled_prompts) == (256, 0)
+    base = DraftTrainConfig()
+    assert (EagleTrainConfig().greedy_prompts, EagleTrainConfig().sampled_prompts) == (base.greedy_prompts, base.sampled_prompts)
+    for bad in ({"greedy_prompts": 0}, {"sampled_prompts": -1}):
+        with pytest.raises(ValueError, match="prompts"):
+            EagleTrainConfig(**bad)
+    assert _counts({}) == "" and _counts({"greedy_prompts": 256, "sampled_prompts": 0}) == ", 256 greedy / 0 sampled composed prompts"
+    stage = {"config": {"steps": 5, "lr": 1e-3, "feat_weight": 0.1, "greedy_prompts": 256, "sampled_prompts": 0},
+             "train_min": 1.0, "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}]}
+    assert "256 greedy / 0 sampled composed prompts" in _previous(stage)
+
+
 class _WordTokenizer:
     """A chat tokenizer over the tiny models' 64 ids: id k is the word "wk", id 2 ends a turn."""
 
@@ -146,6 +164,29 @@ class _WordTokenizer:
 
     def decode(self, ids, skip_special_tokens=False):
         return " ".join(f"w{i}" for i in ids if not (skip_special_tokens and i == 2))
+
+
+def test_shards_are_reused_only_for_the_same_prompts(tmp_path):
+    """A cached shard is reused when it holds the same prompts, and made again when it was written for others
+    (e.g. a run with fewer composed prompts left a partial last shard)."""
+    from specviz.train.data import build_shards
+
+    class Tok:
+        chat_template = None
+        eos_token_id, pad_token_id = 2, 0
+
+        def __call__(self, text):
+            return {"input_ids": [int(w[1:]) for w in text.split()]}
+
+    m = tiny_llama(vocab=64, layers=2, hidden=32)
+    items = [("t", f"w1 w{5 + i}") for i in range(5)]
+    kw = dict(max_new=3, top_k=2, seed=0, shard_size=2)
+    few = build_shards(m, Tok(), items[:3], tmp_path, "g", temperature=0.0, **kw)            # shards [0, 1] and [2]
+    first = (tmp_path / "g-0000.safetensors").stat().st_mtime_ns
+    more = build_shards(m, Tok(), items, tmp_path, "g", temperature=0.0, **kw)               # [0, 1] reused, [2, 3] made again
+    assert (tmp_path / "g-0000.safetensors").stat().st_mtime_ns == first
+    assert [x["prompt"] for x in more.meta] == [t for _, t in items] and len(few) == 3
+    assert torch.equal(more.subset([0, 1, 2]).tokens, few.tokens)
 
 
 def test_target_written_prompts_are_finished_distinct_and_seeded():

@@ -127,7 +127,8 @@ def batches(lengths: list[int], max_batch: int, token_budget: int) -> list[list[
 def build_shards(model, tokenizer, items: list[tuple[str, str]], folder: Path, name: str, *, temperature: float,
                  max_new: int, top_k: int, seed: int, shard_size: int = 64, max_batch: int = 32,
                  token_budget: int = 6144, progress=None) -> Distill:
-    """Continue every (category, prompt) with the target, `shard_size` prompts per shard file; reuse shards on disk."""
+    """Continue every (category, prompt) with the target, `shard_size` prompts per shard file; reuse shards on disk
+    that hold the same prompts (a shard written for another prompt count or seed is made again)."""
     folder.mkdir(parents=True, exist_ok=True)
     eos = {tokenizer.eos_token_id, *([model.generation_config.eos_token_id]
                                      if isinstance(model.generation_config.eos_token_id, int)
@@ -137,8 +138,10 @@ def build_shards(model, tokenizer, items: list[tuple[str, str]], folder: Path, n
     n_shards = (len(items) + shard_size - 1) // shard_size
     for k in range(n_shards):
         path = folder / f"{name}-{k:04d}.safetensors"
+        chunk = items[k * shard_size:(k + 1) * shard_size]
+        if path.exists() and [m["prompt"] for m in json.loads(path.with_suffix(".json").read_text())] != [t for _, t in chunk]:
+            path.unlink()
         if not path.exists():
-            chunk = items[k * shard_size:(k + 1) * shard_size]
             ids = [encode_prompt(tokenizer, text) for _, text in chunk]
             rng = torch.Generator().manual_seed(seed * 100003 + k)
             seqs: list[dict | None] = [None] * len(chunk)

@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from ..config import DraftTrainConfig, EagleTrainConfig, ModelConfig
-from ..eagle import FC_KEY, build_eagle, previous_features
+from ..eagle import FC_KEY, build_eagle, eagle_inputs, previous_features
 from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
 from .data import Distill, merge
 from .draft import HEAD_KEY, batch_plan, distill_loss
@@ -99,8 +99,7 @@ def _batch(data: Distill, feats: torch.Tensor, seqs: list[int]):
 
 def _pass(model, x, fin):
     fin = fin * getattr(model, "eagle_feature_scale", 1.0)
-    g = model.eagle_fc(torch.cat([model.get_input_embeddings()(x), fin], -1))
-    return model.model(inputs_embeds=g).last_hidden_state                              # (B, L, H) post-norm f^
+    return model.model(inputs_embeds=eagle_inputs(model, x, fin)).last_hidden_state    # (B, L, H) post-norm f^
 
 
 def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, scale: float, gen=None):
@@ -241,7 +240,8 @@ def main(argv=None) -> None:
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
-    data = distillation_data(pair, DraftTrainConfig(doc_prompts=cfg.doc_prompts), work)
+    data = distillation_data(pair, DraftTrainConfig(greedy_prompts=cfg.greedy_prompts, sampled_prompts=cfg.sampled_prompts,
+                                                   doc_prompts=cfg.doc_prompts), work)
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
     for make, n in ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts)):
         if n:                                                # features cached per part: earlier parts' are reused

@@ -106,7 +106,7 @@ def _previous(prev: dict | None) -> str:
         lines.append(f"- stage {i} of {len(stages) + 1} (each later stage continues with `--warm-start`): {c['steps']} "
                      f"steps, lr {c['lr']}, {c.get('doc_prompts', 64)} long-context prompts, "
                      f"{c.get('broad_prompts', 0)} prompts over real text, {c.get('self_prompts', 0)} target-written "
-                     f"prompts, feature loss weight "
+                     f"prompts{_counts(c)}, feature loss weight "
                      f"{c['feat_weight']}, {p['train_min']:.1f} min; validation agreement {h['heldout_agreement']:.3f} / "
                      f"{h['heldout_agreement_own_features']:.3f} (own features)"
                      + (f"; Spec-Bench agreement {p['agreement']:.3f}" if p.get("agreement") else ""))
@@ -116,11 +116,18 @@ def _previous(prev: dict | None) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def _counts(c: dict) -> str:
+    """', N greedy / M sampled composed prompts' where a stage used other counts than the draft's recipe."""
+    base = DraftTrainConfig()
+    g, s = c.get("greedy_prompts", base.greedy_prompts), c.get("sampled_prompts", base.sampled_prompts)
+    return "" if (g, s) == (base.greedy_prompts, base.sampled_prompts) else f", {g} greedy / {s} sampled composed prompts"
+
+
 def _docs(cfg: EagleTrainConfig) -> str:
     base = DraftTrainConfig().doc_prompts
-    docs = "" if cfg.doc_prompts == base else (
+    docs = _counts(asdict(cfg)) + ("" if cfg.doc_prompts == base else (
         f", with {cfg.doc_prompts} long-context prompts (summarize / answer / extract over texts the target wrote)"
-        f" where the draft's recipe has {base}")
+        f" where the draft's recipe has {base}"))
     return docs + ("" if not cfg.broad_prompts else
                    f", and the target's greedy answers to {cfg.broad_prompts} prompts over real text (`train/corpus.py`: "
                    "topics from its vocabulary's words, German manual-page sentences to translate, standard-library "
