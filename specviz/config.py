@@ -150,43 +150,6 @@ class HeadTrainConfig:
 
 
 @dataclass(frozen=True)
-class EagleTrainConfig:
-    """`python -m specviz.train eagle`: the EAGLE-style drafter (specviz/eagle.py) on the standalone draft's
-    distillation data. Measured choices (models/smollm2-eagle/README.md): raw features (balance_inputs off),
-    feature-regression weight 0.1; the shipped drafter is 200 steps at lr 1e-3, then 300 more with
-    `--warm-start --lr 0.0006 --warmup 10 --steps 300`, then 200 more on 5x the long-context prompts with
-    `--warm-start --doc-prompts 320 --lr 0.0006 --warmup 10 --steps 200` (Spec-Bench agreement 0.302 -> 0.316),
-    then 200 more with `--broad-prompts 640` added (prompts over real text, train/corpus.py; 0.316 -> 0.333).
-    A fifth stage adding `--self-prompts 640` (user turns the target wrote, train/selfprompts.py) reached 0.334
-    and was not shipped (assets/experiments/eagle-self-prompts).
-    """
-
-    steps: int = 200
-    batch_tokens: int = 4096
-    lr: float = 1e-3
-    warmup: int = 20
-    greedy_prompts: int = 768        # composed chat prompts, greedy (the draft's recipe: 768)
-    sampled_prompts: int = 384       # composed chat prompts, sampled (the draft's recipe: 384)
-    doc_prompts: int = 64            # long-context prompts in the distillation data (the draft's recipe: 64)
-    broad_prompts: int = 0           # more prompts over real text (train/corpus.py), beside the draft's data
-    self_prompts: int = 0            # more prompts the target writes itself (train/selfprompts.py)
-    noise: float = 0.05
-    feat_weight: float = 0.1
-    balance_inputs: bool = False     # scale f to |e| in fc's input (slows the feature path down; measured worse)
-    checkpoint_every: int = 25
-    heldout_fraction: float = 0.03
-    eval_prompts: int = 40
-    seed: int = 0
-
-    def __post_init__(self):
-        _check(min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts, self.greedy_prompts) >= 1
-               and min(self.doc_prompts, self.broad_prompts, self.self_prompts, self.sampled_prompts) >= 0,
-               "steps, batch tokens, checkpoint interval, eval and greedy prompts must be >= 1, doc / broad / self / sampled prompts >= 0")
-        _check(self.lr > 0 and self.noise >= 0 and self.feat_weight >= 0 and 0 < self.heldout_fraction < 1,
-               "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)")
-
-
-@dataclass(frozen=True)
 class DraftTrainConfig:
     """`python -m specviz.train draft`: distil the target into a small standalone draft.
 
@@ -222,6 +185,45 @@ class DraftTrainConfig:
         _check(len(self.init_layers) >= 1, "the draft needs at least one layer (init_layers)")
         _check(self.lr > 0 and 0 < self.sample_temperature <= 2, "lr must be > 0, sample temperature in (0, 2]")
         _check(0 < self.heldout_fraction < 1 and 1 <= self.eval_prompts <= 480, "held-out fraction in (0, 1), eval prompts in [1, 480]")
+
+
+@dataclass(frozen=True)
+class EagleTrainConfig:
+    """`python -m specviz.train eagle`: the EAGLE-style drafter (specviz/eagle.py) on the standalone draft's
+    distillation data. Measured choices (models/smollm2-eagle/README.md): raw features (balance_inputs off),
+    feature-regression weight 0.1; the shipped drafter is 200 steps at lr 1e-3, then 300 more with
+    `--warm-start --lr 0.0006 --warmup 10 --steps 300`, then 200 more on 5x the long-context prompts with
+    `--warm-start --doc-prompts 320 --lr 0.0006 --warmup 10 --steps 200` (Spec-Bench agreement 0.302 -> 0.316),
+    then 200 more with `--broad-prompts 640` added (prompts over real text, train/corpus.py; 0.316 -> 0.333).
+    A fifth stage adding `--self-prompts 640` (user turns the target wrote, train/selfprompts.py) reached 0.334
+    and was not shipped (assets/experiments/eagle-self-prompts). A third fc input, the prompt-lookup proposal, lifted
+    fp32 agreement 0.350 -> 0.452 in 150 steps on a subset (`--greedy-prompts 256 --sampled-prompts 0`); not shipped
+    yet: the engine does not feed it (assets/experiments/eagle-copy-input).
+    """
+
+    steps: int = 200
+    batch_tokens: int = 4096
+    lr: float = 1e-3
+    warmup: int = 20
+    greedy_prompts: int = DraftTrainConfig.greedy_prompts     # composed chat prompts, greedy (the draft's recipe)
+    sampled_prompts: int = DraftTrainConfig.sampled_prompts   # composed chat prompts, sampled (the draft's recipe)
+    doc_prompts: int = 64            # long-context prompts in the distillation data (the draft's recipe: 64)
+    broad_prompts: int = 0           # more prompts over real text (train/corpus.py), beside the draft's data
+    self_prompts: int = 0            # more prompts the target writes itself (train/selfprompts.py)
+    noise: float = 0.05
+    feat_weight: float = 0.1
+    balance_inputs: bool = False     # scale f to |e| in fc's input (slows the feature path down; measured worse)
+    checkpoint_every: int = 25
+    heldout_fraction: float = 0.03
+    eval_prompts: int = 40
+    seed: int = 0
+
+    def __post_init__(self):
+        _check(min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts, self.greedy_prompts) >= 1
+               and min(self.doc_prompts, self.broad_prompts, self.self_prompts, self.sampled_prompts) >= 0,
+               "steps, batch tokens, checkpoint interval, eval and greedy prompts must be >= 1, doc / broad / self / sampled prompts >= 0")
+        _check(self.lr > 0 and self.noise >= 0 and self.feat_weight >= 0 and 0 < self.heldout_fraction < 1,
+               "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)")
 
 
 @dataclass(frozen=True)
