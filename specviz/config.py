@@ -197,7 +197,7 @@ class EagleTrainConfig:
     then 200 more with `--broad-prompts 640` added (prompts over real text, train/corpus.py; 0.316 -> 0.333).
     A fifth stage adding `--self-prompts 640` (user turns the target wrote, train/selfprompts.py) reached 0.334
     and was not shipped (assets/experiments/eagle-self-prompts). A third fc input, the prompt-lookup proposal, lifted
-    fp32 agreement 0.350 -> 0.452 in 150 steps on a subset (`--greedy-prompts 256 --sampled-prompts 0`); not shipped
+    fp32 agreement 0.350 -> 0.476 in 150 steps on a subset (`--greedy-prompts 256 --sampled-prompts 0`); not shipped
     yet: the engine does not feed it (assets/experiments/eagle-copy-input).
     """
 

@@ -1,15 +1,15 @@
 """Experiment (not shipped): train the EAGLE drafter with a third input block in fc, then measure it.
 
-    python assets/experiments/eagle-copy-input/widen.py train {copy|copy10|prev} [train eagle flags...]
-    python assets/experiments/eagle-copy-input/widen.py eval  {copy|copy10|prev|none} FOLDER
+    python assets/experiments/eagle-copy-input/widen.py train {copy|copy10|copy30|prev} [train eagle flags...]
+    python assets/experiments/eagle-copy-input/widen.py eval  {copy|copy10|copy30|prev|none} FOLDER
 
 Variants (the block starts at zero, so step 0 is the drafter it warm-starts from):
 - prev: g_t = fc([e(x_t), f_(t-1), e(x_(t-1))]): the previous token, what one attention layer needs to form an
   induction head (query from x_t, key from the slot whose previous token is x_t, value that slot's token);
 - copy: g_t = fc([e(x_t), f_(t-1), a_n e(y_t)]): y_t the prompt-lookup proposal after x_<=t (specviz.lookup,
   n-grams up to 8, the most recent match), n its match length, a_n a learned gain (0 without a match);
-- copy10: the same with a_n starting at 10, not 1: Adam's steps on the zero block then move its output 10x as
-  fast (a per-block learning rate without a second optimiser group).
+- copy10, copy30: the same with a_n starting at 10 or 30, not 1: Adam's steps on the zero block then move its
+  output 10x (30x) as fast (a per-block learning rate without a second optimiser group).
 `train` patches specviz.train.eagle (its `_pass` and `train`) and runs its command; `eval` measures first-token
 agreement teacher-forced on the 40 held-out Spec-Bench prompts along the target's fp32 greedy path, split by
 whether the lookup proposal is right. The engine has no support for either input (this is a measurement).
@@ -64,7 +64,7 @@ def widen(model) -> None:
             model.eagle_fc.weight.zero_()
             model.eagle_fc.weight[:, :2 * H].copy_(old.weight)
     if VARIANT.startswith("copy") and not hasattr(model, "eagle_copy_gain"):
-        model.eagle_copy_gain = nn.Parameter(torch.full((9,), 10.0 if VARIANT == "copy10" else 1.0))
+        model.eagle_copy_gain = nn.Parameter(torch.full((9,), {"copy10": 10.0, "copy30": 30.0}.get(VARIANT, 1.0)))
 
 
 def train(argv):
