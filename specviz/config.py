@@ -196,9 +196,10 @@ class EagleTrainConfig:
     `--warm-start --doc-prompts 320 --lr 0.0006 --warmup 10 --steps 200` (Spec-Bench agreement 0.302 -> 0.316),
     then 200 more with `--broad-prompts 640` added (prompts over real text, train/corpus.py; 0.316 -> 0.333).
     A fifth stage adding `--self-prompts 640` (user turns the target wrote, train/selfprompts.py) reached 0.334
-    and was not shipped (assets/experiments/eagle-self-prompts). A third fc input, the prompt-lookup proposal, lifted
-    fp32 agreement 0.350 -> 0.476 in 150 steps on a subset (`--greedy-prompts 256 --sampled-prompts 0`); not shipped
-    yet: the engine does not feed it (assets/experiments/eagle-copy-input).
+    and was not shipped (assets/experiments/eagle-self-prompts). The shipped stage 5 adds a third fc input, the
+    prompt-lookup proposal (assets/experiments/eagle-copy-input): `--warm-start --copy-input --copy-gain 30 --steps 150
+    --lr 0.0006 --warmup 10 --greedy-prompts 256 --sampled-prompts 0 --doc-prompts 128 --broad-prompts 256`
+    (Spec-Bench agreement, bf16 engine path, 0.333 -> 0.466; tau at K = 3 1.49 -> 1.83).
     """
 
     steps: int = 200
@@ -213,6 +214,8 @@ class EagleTrainConfig:
     noise: float = 0.05
     feat_weight: float = 0.1
     balance_inputs: bool = False     # scale f to |e| in fc's input (slows the feature path down; measured worse)
+    copy_input: bool = False         # add the prompt-lookup input a_n e(y) (eagle.add_copy_input; n-grams up to LookupConfig's)
+    copy_gain: float = 30.0          # a_n at the start: 30 let the zero block learn in 150 steps (1: 0.390, 10: 0.452, 30: 0.476)
     checkpoint_every: int = 25
     heldout_fraction: float = 0.03
     eval_prompts: int = 40
@@ -224,6 +227,7 @@ class EagleTrainConfig:
                "steps, batch tokens, checkpoint interval, eval and greedy prompts must be >= 1, doc / broad / self / sampled prompts >= 0")
         _check(self.lr > 0 and self.noise >= 0 and self.feat_weight >= 0 and 0 < self.heldout_fraction < 1,
                "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)")
+        _check(0 < self.copy_gain <= 1000, f"need 0 < copy gain <= 1000, got {self.copy_gain}")
 
 
 @dataclass(frozen=True)

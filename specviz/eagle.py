@@ -8,6 +8,16 @@ together with the feature of the position before it and predicts that position's
     f^_t = norm(decoder_layer(g_<=t))    (one Llama layer over the drafter's own KV cache)
     q_{t+1} = softmax(W' f^_t)           (the target's tied output layer, reduced to `head_ids`)
 
+A drafter with the copy input (`add_copy_input`; its weights hold `eagle_copy_gain`) reads a third block,
+what prompt lookup (specviz.lookup) proposes after x_<=t, scaled by a learned gain per match length n:
+
+    g_t = fc([e(x_t), f_{t-1}, a_n e(y_t)])   (fc: 3H -> H; y_t, n: the lookup's token and match length, a_0 = 0)
+
+One attention layer over [e(x_t), f_{t-1}] cannot form an induction head (a key holds x_(j+1) and f_j, not
+x_j), so without it the drafter misses most of the target's copies (assets/experiments/eagle-copy-input).
+The lookup reads the n-grams of the tokens the target has run (whole sequences in training, every
+position's own prefix) and the newest `len(a) - 1` tokens of the token's own path, drafted ones included.
+
 Where f_{t-1} is known (a committed position the target has run), the drafter uses it; otherwise
 (a drafted token whose parent the target has not seen yet) it uses its own prediction f^_{t-1}.
 The decode loop hands over the target's features after the prefill and after every verification
@@ -29,8 +39,10 @@ import torch
 from torch import nn
 
 from .lm import LM, leading_run
+from .lookup import NgramIndex
 
 FC_KEY = "eagle_fc.weight"
+COPY_KEY = "eagle_copy_gain"
 
 
 def eagle_config(target_config):
@@ -76,10 +88,79 @@ def share_target_weights(model, target_model) -> None:
         model.lm_head.weight = nn.Parameter(head.to(dtype), requires_grad=False)
 
 
-def eagle_inputs(model, input_ids: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
-    """g = fc([e(x), f]): (B, n) ids and (B, n, H) features -> (B, n, H) inputs_embeds."""
-    e = model.get_input_embeddings()(input_ids)
-    return model.eagle_fc(torch.cat([e, feats.to(e.dtype)], -1))
+def add_copy_input(model, max_ngram: int, gain: float = 1.0) -> None:
+    """Widen fc to [e(x), f, a_n e(y)] with a zero third block (the drafter computes what it did before) and add
+    the gain a_1..a_max_ngram, all starting at `gain` (a larger start makes Adam move the new block faster)."""
+    if uses_copy(model):
+        return
+    old, H = model.eagle_fc, model.config.hidden_size
+    p = old.weight
+    model.eagle_fc = nn.Linear(3 * H, H, bias=False).to(device=p.device, dtype=p.dtype)
+    with torch.no_grad():
+        model.eagle_fc.weight.zero_()
+        model.eagle_fc.weight[:, :2 * H].copy_(p)
+    model.eagle_copy_gain = nn.Parameter(torch.full((max_ngram + 1,), float(gain), device=p.device, dtype=p.dtype))
+
+
+def uses_copy(model) -> bool:
+    return isinstance(getattr(model, COPY_KEY, None), nn.Parameter)
+
+
+def copy_ngram(model) -> int:
+    """The longest n-gram the drafter's lookup matches (0: no copy input)."""
+    return len(model.eagle_copy_gain) - 1 if uses_copy(model) else 0
+
+
+def sequence_lookups(tokens: Sequence[int], max_ngram: int) -> tuple[list[int], list[int]]:
+    """For every position t of a sequence the training way: the lookup's token y_t after tokens[:t + 1]
+    (-1: none) and its match length n_t (0: none), over the n-grams of that prefix."""
+    index, ys, ns = NgramIndex(max_ngram), [], []
+    for t in tokens:
+        index.extend([t])
+        n, y = lookup_next(index, index.ctx[-max_ngram:])
+        ys.append(y)
+        ns.append(n)
+    return ys, ns
+
+
+def lookup_next(index: NgramIndex, suffix: Sequence[int]) -> tuple[int, int]:
+    """(n, y): the token after the most recent indexed occurrence of the longest suffix of `suffix`, or (0, -1)."""
+    for n in range(min(index.max_ngram, len(suffix)), 0, -1):
+        start = index.after.get(tuple(suffix[-n:]))
+        if start is not None:
+            return n, index.ctx[start]
+    return 0, -1
+
+
+def lookup_tensors(rows: Sequence[Sequence[int]], max_ngram: int, width: int | None = None, left: bool = False,
+                   device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`sequence_lookups` of each row -> (y, n), (B, width) long, padded with (-1, 0) on the right (or the left)."""
+    width = max(map(len, rows)) if width is None else width
+    y = torch.full((len(rows), width), -1, dtype=torch.long)
+    n = torch.zeros((len(rows), width), dtype=torch.long)
+    for b, row in enumerate(rows):
+        if not len(row):
+            continue
+        ys, ns = sequence_lookups([int(t) for t in row], max_ngram)
+        sl = slice(width - len(row), width) if left else slice(0, len(row))
+        y[b, sl], n[b, sl] = torch.tensor(ys), torch.tensor(ns)
+    return y.to(device), n.to(device)
+
+
+def eagle_inputs(model, input_ids: torch.Tensor, feats: torch.Tensor,
+                 copy: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """g = fc([e(x), f]) or fc([e(x), f, a_n e(y)]): (B, n) ids, (B, n, H) features and, for a drafter with the
+    copy input, the lookups `copy` = (y, n), (B, n) each -> (B, n, H) inputs_embeds."""
+    emb = model.get_input_embeddings()
+    e = emb(input_ids)
+    parts = [e, feats.to(e.dtype)]
+    if uses_copy(model):
+        if copy is None:
+            raise ValueError("this EAGLE drafter reads prompt-lookup proposals: pass copy=(y, n)")
+        y, n = copy
+        gain = model.eagle_copy_gain[n] * (n > 0)
+        parts.append(emb(y.clamp(min=0)) * gain[..., None].to(e.dtype))
+    return model.eagle_fc(torch.cat(parts, -1))
 
 
 def previous_features(f: torch.Tensor) -> torch.Tensor:
@@ -104,6 +185,7 @@ class EagleLM(LM):
             raise ValueError("an EAGLE drafter needs its eagle_fc layer (build_eagle / loading.load_eagle)")
         super().__init__(model, head_ids=head_ids, name=name)
         self.hidden_size = model.config.hidden_size
+        self.max_ngram = copy_ngram(model)
         self.reset()
 
     def reset(self) -> None:
@@ -113,11 +195,16 @@ class EagleLM(LM):
         self.n_target = 0
         self._out = torch.zeros(64, H, dtype=self.dtype, device=self.device)     # f^ per cache slot (grown x2)
         self._exact = torch.zeros(64, dtype=torch.bool)                          # slot read an exact feature
+        self._tok: list[int] = []                                                # token per cache slot (copy input)
+        self._par: list[int] = []                                                # the slot it hangs off (-1: none)
+        self.index = NgramIndex(max(1, self.max_ngram))                          # n-grams of slots < n_target
 
     def add_target_features(self, start: int, hidden: torch.Tensor) -> None:
         if start > self.n_target:
             raise ValueError(f"target features must be contiguous: have {self.n_target}, got a block at {start}")
         end = start + len(hidden)
+        if end < len(self.index.ctx):                                # fewer committed positions: re-index
+            self.index = NgramIndex(self.index.max_ngram)
         self.tfeat = _fit(self.tfeat, end)
         self.tfeat[start:end] = hidden.detach()
         self.n_target = end
@@ -140,7 +227,30 @@ class EagleLM(LM):
         feats[use_t] = self.tfeat[src[use_t]]
         feats[use_o] = self._out[src[use_o]]
         self._pending_exact = ((src < 0) | use_t).cpu()
-        return {"inputs_embeds": eagle_inputs(self.model, input_ids, feats[None])}
+        copy = self._lookups(input_ids[0].tolist(), src.tolist(), past) if self.max_ngram else None
+        return {"inputs_embeds": eagle_inputs(self.model, input_ids, feats[None], copy)}
+
+    def _lookups(self, ids: list[int], src: list[int], past: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The copy input of each new token: the lookup over the n-grams of the committed tokens the target has
+        run (those before it only, for such a token itself: as in training) and the newest tokens of its path."""
+        del self._tok[past:], self._par[past:]
+        self._tok += ids
+        self._par += src
+        ys, ns, m = [], [], self.max_ngram
+        for i in range(len(ids)):
+            s = past + i
+            upto = min(s + 1, self.n_target)                          # slots < n_target are committed, in order
+            if len(self.index.ctx) < upto:
+                self.index.extend(self._tok[len(self.index.ctx):upto])
+            suffix, a = [], s
+            while a >= 0 and len(suffix) < m:
+                suffix.append(self._tok[a])
+                a = self._par[a]
+            n, y = lookup_next(self.index, suffix[::-1])
+            ys.append(y)
+            ns.append(n)
+        return (torch.tensor([ys], dtype=torch.long, device=self.device),
+                torch.tensor([ns], dtype=torch.long, device=self.device))
 
     def _after_forward(self, hidden) -> None:
         super()._after_forward(hidden)
@@ -163,3 +273,6 @@ class EagleLM(LM):
         """Keep the first n cached positions as they are (exact or not)."""
         if n < self.length:
             super().keep(range(n))
+            del self._tok[n:], self._par[n:]
+            if len(self.index.ctx) > n:                              # never in the engine: committed slots stay
+                self.index = NgramIndex(self.index.max_ngram)

@@ -197,7 +197,7 @@ def load_eagle(folder: str | Path, target_model, dtype=None, device=None):
     """An EAGLE drafter folder (config.json + eagle.safetensors) on top of `target_model` -> `EagleLM`."""
     from safetensors.torch import load_file
     from transformers import AutoConfig
-    from .eagle import EagleLM, build_eagle
+    from .eagle import COPY_KEY, EagleLM, add_copy_input, build_eagle
     folder = Path(folder)
     if not (folder / "eagle.safetensors").exists():
         raise FileNotFoundError(f"no EAGLE drafter in {folder} (eagle.safetensors missing)")
@@ -211,7 +211,15 @@ def load_eagle(folder: str | Path, target_model, dtype=None, device=None):
     model = build_eagle(target_model, init_layer=None, dtype=dtype)
     state = load_file(str(folder / "eagle.safetensors"))
     head_ids = state.pop("specviz.head_ids", None)
-    missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
+    if COPY_KEY in state:                                    # a drafter that reads prompt-lookup proposals
+        if state[COPY_KEY].dim() != 1 or not 2 <= len(state[COPY_KEY]) <= 65:
+            raise ValueError(f"{folder / 'eagle.safetensors'}: {COPY_KEY} must be a vector of 2..65 gains "
+                             f"(n-grams up to 64), got shape {tuple(state[COPY_KEY].shape)}")
+        add_copy_input(model, len(state[COPY_KEY]) - 1)
+    try:
+        missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
+    except RuntimeError as e:                                # shapes that do not fit this target
+        raise ValueError(f"{folder / 'eagle.safetensors'} does not match an EAGLE drafter for this target: {e}") from None
     if unexpected or any(k not in ("model.embed_tokens.weight", "lm_head.weight") for k in missing):
         raise ValueError(f"{folder / 'eagle.safetensors'} does not match an EAGLE drafter: "
                          f"missing {missing}, unexpected {unexpected}")

@@ -1,5 +1,6 @@
 """The draft trainer on tiny models, and the shipped default draft's files (when they exist)."""
 import gzip
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,34 @@ def test_eagle_training_lowers_loss_and_resumes(tmp_path):
     assert eagle_train.train(again, data, feats, data, feats, ids_v, cfg, tmp_path / "e.ckpt") == hist
     for (n, p), (_, q) in zip(model.named_parameters(), again.named_parameters()):
         assert torch.equal(p, q), n
+
+
+def test_eagle_training_with_the_copy_input(tmp_path):
+    """--copy-input widens a drafter with a zero block (step 0 = the drafter it continues); training then moves
+    the block and the gains, and the card says which stage added the input."""
+    from specviz.config import EagleTrainConfig
+    from specviz.eagle import add_copy_input, build_eagle
+    from specviz.train.eagle import parse
+    from specviz.train.eagle_eval import _g, _previous
+    m = tiny_llama(vocab=64, layers=2, hidden=32)
+    data = _data(m)
+    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
+    ids_v = head_ids(data.responses(), 32, {2})
+    cfg = EagleTrainConfig(steps=12, batch_tokens=100, checkpoint_every=12, lr=3e-3, warmup=3)
+    plain, model = build_eagle(m), build_eagle(m)
+    add_copy_input(model, 3, 30.0)
+    h0 = eagle_train.train(plain, data, feats, data, feats, ids_v, replace(cfg, steps=1), tmp_path / "p.ckpt")
+    hist = eagle_train.train(model, data, feats, data, feats, ids_v, cfg, tmp_path / "c.ckpt")
+    assert hist[0] == h0[0]                                                  # the zero block changes nothing at first
+    assert model.eagle_fc.weight[:, 64:].abs().sum() > 0 and not torch.equal(model.eagle_copy_gain, torch.full((4,), 30.0))
+    _, cfg = parse(["--copy-input", "--copy-gain", "10"])
+    assert cfg.copy_input and cfg.copy_gain == 10
+    with pytest.raises(ValueError, match="copy gain"):
+        EagleTrainConfig(copy_gain=0)
+    stage = {"config": {"steps": 5, "lr": 1e-3, "feat_weight": 0.1, "copy_input": True, "copy_gain": 30.0},
+             "train_min": 1.0, "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}]}
+    assert "adds the prompt-lookup input" in _previous(stage)
+    assert "a_n e(y_t)" in _g(EagleTrainConfig(), {"previous": stage}) and "a_n" not in _g(EagleTrainConfig(), {})
 
 
 def test_eagle_recipe_counts_reach_the_data_and_the_card():

@@ -6,7 +6,7 @@ from scipy.stats import chisquare
 from specviz.bench import parse_settings
 from specviz.config import BenchConfig, ChainConfig, DySpecConfig, RunConfig, SamplingConfig, SpecDecPPConfig, TreeConfig
 from specviz.decode import generate, iter_rounds
-from specviz.eagle import EagleLM, build_eagle
+from specviz.eagle import EagleLM, add_copy_input, build_eagle, lookup_tensors, sequence_lookups
 from specviz.lm import LM
 from specviz.loading import Pair, load_eagle, tiny_llama
 from specviz.head_inputs import CATALOG
@@ -17,10 +17,12 @@ from specviz.train.eagle import save_eagle
 PROMPT = [5, 9, 3, 17, 4]
 
 
-def eagle_for(target, seed=0, head_ids=None):
+def eagle_for(target, seed=0, head_ids=None, copy=False):
     m = build_eagle(target, init_layer=0)
+    if copy:                                                # the prompt-lookup input, n-grams up to 3
+        add_copy_input(m, 3, gain=2.0)
     g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():                                   # random fc: the features really steer the draft
+    with torch.no_grad():                                   # random fc: the features (and copies) really steer the draft
         m.eagle_fc.weight.copy_(torch.randn(m.eagle_fc.weight.shape, generator=g) * 0.2)
     return EagleLM(m, head_ids=head_ids)
 
@@ -32,25 +34,85 @@ def eagle_pair(vocab=64, seed=0, **kw):
                 eagle_for(target, seed, **kw))
 
 
-def test_features_drive_the_draft_and_one_call_equals_many():
-    pair = eagle_pair()
+COPY = pytest.mark.parametrize("copy", [False, True], ids=["plain", "copy-input"])
+LOOPY = [5, 9, 3, 5, 9, 3, 5, 9, 17, 4, 5, 9]               # repeats: the lookup matches n-grams of 1 to 3 tokens
+
+
+@COPY
+def test_features_drive_the_draft_and_one_call_equals_many(copy):
+    pair = eagle_pair(copy=copy)
     e = pair.eagle
-    pair.target.forward(PROMPT, rows=slice(0, 0))
+    prompt = LOOPY if copy else PROMPT
+    pair.target.forward(prompt, rows=slice(0, 0))
     f = pair.target.last_hidden
     e.add_target_features(0, f[:-1])
-    a = e.forward(PROMPT).logits                              # one call, exact features
+    a = e.forward(prompt).logits                              # one call, exact features
     e.reset()
     e.add_target_features(0, f[:-1])
-    b = torch.cat([e.forward([t]).logits for t in PROMPT])   # token by token
+    b = torch.cat([e.forward([t]).logits for t in prompt])   # token by token
     assert torch.allclose(a, b, atol=1e-5)
     e.reset()
     e.add_target_features(0, torch.zeros_like(f[:-1]))
-    c = e.forward(PROMPT).logits
+    c = e.forward(prompt).logits
     assert not torch.allclose(a[1:], c[1:], atol=1e-3)       # the features matter
 
 
-def test_tree_nodes_read_their_parents_prediction():
+def test_sequence_lookups_read_each_prefix():
+    ys, ns = sequence_lookups(LOOPY, 3)
+    # after 5 9 3 5 the bigram... (3, 5) has not been followed yet, (5,) was followed by 9: y = 9, n = 1
+    assert (ys[3], ns[3]) == (9, 1)
+    assert (ys[4], ns[4]) == (3, 2) and (ys[5], ns[5]) == (5, 3)   # 5 9 -> 3; 5 9 3 -> 5
+    assert ys[:3] == [-1, -1, -1] and ns[:3] == [0, 0, 0]           # nothing repeats yet
+    assert (ys[9], ns[9]) == (-1, 0)                                 # 4 is new
+    y, n = lookup_tensors([LOOPY[:4], LOOPY], 3, left=True)
+    assert y.shape == (2, 12) and y[0, :8].tolist() == [-1] * 8 and n[0, -1] == 1 and y[0, -1] == 9
+
+
+def test_the_engine_reads_the_lookup_the_drafter_was_trained_with():
+    """Committed tokens the target has run read exactly the training lookup (every position's own prefix);
+    a drafted token reads the committed tokens' n-grams and its own path's newest tokens."""
+    from specviz.train.eagle import _pass
+    from specviz.eagle import previous_features
+    pair = eagle_pair(copy=True)
+    e = pair.eagle
+    x = torch.tensor([LOOPY])
+    pair.target.forward(LOOPY, rows=slice(0, 0))
+    f = pair.target.last_hidden
+    e.add_target_features(0, f)
+    got = e.forward(LOOPY).hidden
+    with torch.inference_mode():
+        want = _pass(e.model, x, previous_features(f[None]), lookup_tensors([LOOPY], 3))[0]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    e.reset()                                                 # the target has run LOOPY[:8]; drafted: 9, then 17 4
+    e.add_target_features(0, f[:7])
+    e.forward(LOOPY[:8])
+    y, n = e._lookups([3, 17], [7, 8], 8)                      # 3 drafted after ...5 9, then 17 after it
+    assert (int(n[0, 0]), int(y[0, 0])) == (3, 5)                # 5 9 | 3: "5 9 3" was followed by 5
+    assert (int(n[0, 1]), int(y[0, 1])) == (0, -1)               # 17 is new
+    y, n = e._lookups([9], [6], 8)                               # a sibling of slot 7: hangs off slot 6 (5)
+    assert (int(n[0, 0]), int(y[0, 0])) == (3, 3)                # 9 3 5 | 9: "3 5 9" was followed by 3
+    e.crop(3)                                                    # shorter than the index: rebuilt, then re-read
+    assert e.forward(LOOPY[3:8]).logits.shape[0] == 5
+
+
+def test_a_drafter_with_the_copy_input_starts_as_the_one_it_widens():
     pair = eagle_pair()
+    e = pair.eagle
+    pair.target.forward(LOOPY, rows=slice(0, 0))
+    e.add_target_features(0, pair.target.last_hidden)
+    a = e.forward(LOOPY).logits
+    add_copy_input(e.model, 3, gain=30.0)
+    b = EagleLM(e.model)
+    b.add_target_features(0, pair.target.last_hidden)
+    torch.testing.assert_close(b.forward(LOOPY).logits, a)
+    with pytest.raises(ValueError, match="copy"):
+        from specviz.eagle import eagle_inputs
+        eagle_inputs(e.model, torch.tensor([[1]]), torch.zeros(1, 1, e.hidden_size))
+
+
+@COPY
+def test_tree_nodes_read_their_parents_prediction(copy):
+    pair = eagle_pair(copy=copy)
     e = pair.eagle
     pair.target.forward(PROMPT[:-1], rows=slice(0, 0))
     e.add_target_features(0, pair.target.last_hidden)
@@ -90,43 +152,50 @@ METHODS = [("chain", {"chain": ChainConfig(3)}), ("heuristic", {}), ("dyspec", {
            ("kary", {"tree": TreeConfig(width=2, depth=3)})]
 
 
+@COPY
 @pytest.mark.parametrize("method,knobs", METHODS)
-def test_greedy_equals_autoregressive_with_eagle(method, knobs):
-    pair = eagle_pair()
-    ref = generate(pair, PROMPT, RunConfig(method="ar", max_new_tokens=24)).output_ids
-    run = RunConfig(method=method, max_new_tokens=24, drafter="eagle", **knobs)
-    trace = generate(pair, PROMPT, run)
+def test_greedy_equals_autoregressive_with_eagle(method, knobs, copy):
+    pair = eagle_pair(copy=copy)
+    prompt = LOOPY if copy else PROMPT
+    ref = generate(pair, prompt, RunConfig(method="ar", max_new_tokens=24)).output_ids
+    run = RunConfig(method=method, max_new_tokens=24, drafter="eagle", copy=copy, **knobs)
+    trace = generate(pair, prompt, run)
     assert trace.output_ids == ref
     assert trace.config["drafter"] == "eagle"
     assert pair.eagle.forwards > 0
 
 
-def test_cache_holds_only_exactly_read_committed_tokens_between_rounds():
+@COPY
+def test_cache_holds_only_exactly_read_committed_tokens_between_rounds(copy):
     """After every round the drafter's cache is a prefix of the committed tokens, each read with the target's
-    feature of the position before it (accepted drafted positions are dropped and re-read)."""
-    pair = eagle_pair(vocab=64)
+    feature of the position before it (accepted drafted positions are dropped and re-read); the copy input's
+    index holds committed tokens only."""
+    pair = eagle_pair(vocab=64, copy=copy)
     e, committed = pair.eagle, list(PROMPT)
-    for r in iter_rounds(pair, PROMPT, RunConfig(method="chain", max_new_tokens=40, drafter="eagle")):
+    for r in iter_rounds(pair, PROMPT, RunConfig(method="chain", max_new_tokens=40, drafter="eagle", copy=copy)):
         committed += r.emitted
         assert e.length < len(committed) and bool(e._exact[:e.length].all())
         assert e.n_target == len(committed) - 1 or len(committed) - len(PROMPT) == 40
+        assert not copy or (e._tok == committed[:e.length] and e.index.ctx == committed[:len(e.index.ctx)])
 
 
 V, N = 12, 2000
 
 
-@pytest.mark.parametrize("method,knobs", [("chain", {"chain": ChainConfig(2)}),
-                                          ("dyspec", {"dyspec": DySpecConfig(budget=4, level_threshold=0.0)})])
-def test_sampled_tokens_follow_the_target_with_eagle(method, knobs):
+@pytest.mark.parametrize("method,knobs,copy", [("chain", {"chain": ChainConfig(2)}, False),
+                                               ("dyspec", {"dyspec": DySpecConfig(budget=4, level_threshold=0.0)}, False),
+                                               ("dyspec", {"dyspec": DySpecConfig(budget=4, level_threshold=0.0)}, True)])
+def test_sampled_tokens_follow_the_target_with_eagle(method, knobs, copy):
     target = tiny_llama(vocab=V, layers=1, hidden=16, seed=21)
     target.generation_config.eos_token_id = None
-    pair = Pair(LM(target), LM(tiny_llama(vocab=V, layers=1, hidden=16, seed=22)), None, {}, eagle_for(target, 3))
-    prompt = [3, 7, 5]
+    pair = Pair(LM(target), LM(tiny_llama(vocab=V, layers=1, hidden=16, seed=22)), None, {},
+                eagle_for(target, 3, copy=copy))
+    prompt = [3, 7, 5, 3]
     counts = torch.zeros(2, V)
     for seed in range(N):
         cfg = SamplingConfig(temperature=1.0, seed=seed)
         out = generate(pair, prompt, RunConfig(method=method, max_new_tokens=2, sampling=cfg, drafter="eagle",
-                                               **knobs)).output_ids
+                                               copy=copy, **knobs)).output_ids
         counts[0, out[0]] += 1
         counts[1, out[1]] += 1
     with torch.inference_mode():
@@ -145,9 +214,10 @@ def test_reduced_head_is_exactly_zero_outside():
         assert all(t in ids.tolist() for t in r.tree.tokens[1:])
 
 
-def test_save_and_load_round_trip(tmp_path):
+@COPY
+def test_save_and_load_round_trip(tmp_path, copy):
     target = tiny_llama(vocab=64, seed=0)
-    e = eagle_for(target, 5)
+    e = eagle_for(target, 5, copy=copy)
     e.model.eagle_feature_scale = 0.5                       # folded into fc on save
     save_eagle(e.model, torch.arange(10, 40), tmp_path)
     loaded = load_eagle(tmp_path, target)
@@ -158,6 +228,7 @@ def test_save_and_load_round_trip(tmp_path):
         lm.add_target_features(0, feats * scale)
     a = e.forward(PROMPT).logits[:, 10:40]
     b = loaded.forward(PROMPT).logits[:, 10:40]
+    assert loaded.max_ngram == (3 if copy else 0)
     assert torch.allclose(a, b, atol=0.05 * a.abs().max())                     # bf16 storage
     assert not (tmp_path / "model.safetensors").exists()
     assert (tmp_path / "eagle.safetensors").stat().st_size < 200_000           # embeddings not stored
@@ -170,6 +241,14 @@ def test_load_errors(tmp_path):
     save_eagle(build_eagle(target), torch.arange(5), tmp_path)
     with pytest.raises(ValueError, match="hidden"):
         load_eagle(tmp_path, tiny_llama(vocab=64, hidden=48, seed=0))
+    from safetensors.torch import load_file, save_file
+    state = load_file(str(tmp_path / "eagle.safetensors"))
+    save_file({**state, "eagle_copy_gain": torch.ones(4)}, str(tmp_path / "eagle.safetensors"))
+    with pytest.raises(ValueError, match="does not match"):                   # gains without the widened fc
+        load_eagle(tmp_path, target)
+    save_file({**state, "eagle_copy_gain": torch.ones(2, 2)}, str(tmp_path / "eagle.safetensors"))
+    with pytest.raises(ValueError, match="vector"):
+        load_eagle(tmp_path, target)
 
 
 def test_drafter_choice():
@@ -205,13 +284,14 @@ def test_resolved_drafter_is_recorded():
     assert drafter_kind(RunConfig(method="specdecpp", drafter="eagle"), pair) == "eagle"
 
 
-def test_acceptance_head_rows_match_the_engine():
+@COPY
+def test_acceptance_head_rows_match_the_engine(copy):
     """Head data for a feature drafter (train/head_data.batch_rows), greedy regime, no target-token mixing:
     each label is 1[target argmax = drafter argmax] with the drafter reading the target's text through exact
     features, and the first drafted token's row holds the hidden state the engine computes when it drafts it."""
     from specviz.config import HeadTrainConfig
     from specviz.train.head_data import batch_rows
-    pair = eagle_pair()
+    pair = eagle_pair(copy=copy)
     cfg = HeadTrainConfig(prompts=2, new_tokens=6, gen_batch=1, greedy_fraction=1.0, mixing_ratio=0.0)
     rows = batch_rows(pair.target, pair.eagle, [PROMPT], cfg, True, torch.Generator().manual_seed(0), set(), 0)
     target, e = pair.target, pair.eagle
@@ -230,7 +310,8 @@ def test_acceptance_head_rows_match_the_engine():
     e.add_target_features(0, feats[0][:-1])
     root = e.forward(PROMPT).hidden[-1]                                          # the state that drafts D_0
     first = e.forward([int(q[0].argmax())]).hidden[-1]                         # the engine drafts D_0
-    torch.testing.assert_close(rows["features"][0], first.float(), rtol=1e-4, atol=1e-5)
+    if not copy or int(q[0].argmax()) != PROMPT[-1]:   # else the rows' whole-sequence lookup has "4 -> D_0" indexed
+        torch.testing.assert_close(rows["features"][0], first.float(), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(rows["features_before"][0], root.float(), rtol=1e-4, atol=1e-5)
     # no mixing: every row is drafted in one round from the prompt, whose last token the target drew at
     # position len(PROMPT) - 2: each row's target_entropy is that distribution's, as the drafter computes it

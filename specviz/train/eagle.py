@@ -27,8 +27,9 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from ..config import DraftTrainConfig, EagleTrainConfig, ModelConfig
-from ..eagle import FC_KEY, build_eagle, eagle_inputs, previous_features
+from ..config import DraftTrainConfig, EagleTrainConfig, LookupConfig, ModelConfig
+from ..eagle import (COPY_KEY, FC_KEY, add_copy_input, build_eagle, copy_ngram, eagle_inputs, lookup_tensors,
+                     previous_features, uses_copy)
 from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
 from .data import Distill, merge
 from .draft import HEAD_KEY, batch_plan, distill_loss
@@ -97,9 +98,16 @@ def _batch(data: Distill, feats: torch.Tensor, seqs: list[int]):
     return x, f, valid, torch.cat(rows), torch.cat(pos)
 
 
-def _pass(model, x, fin):
+def _pass(model, x, fin, copy=None):
     fin = fin * getattr(model, "eagle_feature_scale", 1.0)
-    return model.model(inputs_embeds=eagle_inputs(model, x, fin)).last_hidden_state    # (B, L, H) post-norm f^
+    return model.model(inputs_embeds=eagle_inputs(model, x, fin, copy)).last_hidden_state    # (B, L, H) post-norm f^
+
+
+def _lookups(model, x, valid):
+    """The copy input's (y, n) of a right-padded batch (None for a drafter without it)."""
+    if not uses_copy(model):
+        return None
+    return lookup_tensors([row[v].tolist() for row, v in zip(x, valid)], copy_ngram(model), x.shape[1])
 
 
 def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, scale: float, gen=None):
@@ -107,9 +115,9 @@ def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, sca
     fin = previous_features(f)
     if cfg.noise > 0:
         fin = fin + torch.randn(fin.shape, generator=gen) * (cfg.noise * scale)
-    total, parts = 0.0, {}
+    total, parts, copy = 0.0, {}, _lookups(model, x, valid)
     for k in (1, 2):
-        h = _pass(model, x, fin)
+        h = _pass(model, x, fin, copy)
         ce = distill_loss(h[pos[:, 0], pos[:, 1]], head_w, slot, data.top_ids[rows], data.top_lp[rows])
         reg = F.smooth_l1_loss(h[valid] / scale, f[valid] / scale)
         total = total + ce + cfg.feat_weight * reg
@@ -124,8 +132,9 @@ def agreement(model, data: Distill, feats, head_w, slot, limit: int = 4000) -> t
     hit1 = hit2 = tot = 0
     for s in range(len(data)):
         x, f, valid, rows, pos = _batch(data, feats, [s])
-        h1 = _pass(model, x, previous_features(f))
-        h2 = _pass(model, x, previous_features(h1))
+        copy = _lookups(model, x, valid)
+        h1 = _pass(model, x, previous_features(f), copy)
+        h2 = _pass(model, x, previous_features(h1), copy)
         want = slot[data.top_ids[rows, 0].long()]
         p1 = (h1[pos[:, 0], pos[:, 1]] @ head_w.T).argmax(-1)
         p2 = (h2[pos[:, 0], pos[:, 1]] @ head_w.T).argmax(-1)
@@ -184,7 +193,7 @@ def save_eagle(model, ids_v: torch.Tensor, folder: Path) -> Path:
     t = {n: p.detach().to(torch.bfloat16).contiguous() for n, p in own_params(model).items()}
     H = model.config.hidden_size
     fc = own_params(model)[FC_KEY].detach().clone()
-    fc[:, H:] *= getattr(model, "eagle_feature_scale", 1.0)                      # fold the training-time input scale
+    fc[:, H:2 * H] *= getattr(model, "eagle_feature_scale", 1.0)                 # fold the training-time input scale
     t[FC_KEY] = fc.to(torch.bfloat16).contiguous()
     t[HEAD_KEY] = ids_v.long().contiguous()
     tmp = folder / "eagle.safetensors.tmp"
@@ -265,9 +274,13 @@ def main(argv=None) -> None:
     if a.warm_start:
         state = load_file(str(Path(a.warm_start) / "eagle.safetensors"))
         ids_v = state.pop(HEAD_KEY)
+        if COPY_KEY in state:
+            add_copy_input(model, len(state[COPY_KEY]) - 1)
         model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    if cfg.copy_input:                                       # a zero third block: step 0 is the drafter it starts from
+        add_copy_input(model, LookupConfig().max_ngram, cfg.copy_gain)
     key = (f"{'warm-' + digest_file(Path(a.warm_start) / 'eagle.safetensors') + '-' if a.warm_start else ''}s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-n{cfg.noise}-w{cfg.feat_weight}"
-           f"{'-bal' if cfg.balance_inputs else ''}-seed{cfg.seed}")
+           f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}-seed{cfg.seed}")
     ckpt = work / f"eagle-{key}-n{len(data)}.ckpt.safetensors"
     history = train(model, data, feats, held, held_f, ids_v, cfg, ckpt, on_checkpoint=lambda: save_eagle(model, ids_v, out))
     save_eagle(model, ids_v, out)

@@ -106,7 +106,7 @@ def _previous(prev: dict | None) -> str:
         lines.append(f"- stage {i} of {len(stages) + 1} (each later stage continues with `--warm-start`): {c['steps']} "
                      f"steps, lr {c['lr']}, {c.get('doc_prompts', 64)} long-context prompts, "
                      f"{c.get('broad_prompts', 0)} prompts over real text, {c.get('self_prompts', 0)} target-written "
-                     f"prompts{_counts(c)}, feature loss weight "
+                     f"prompts{_counts(c)}{_copy_stage(c)}, feature loss weight "
                      f"{c['feat_weight']}, {p['train_min']:.1f} min; validation agreement {h['heldout_agreement']:.3f} / "
                      f"{h['heldout_agreement_own_features']:.3f} (own features)"
                      + (f"; Spec-Bench agreement {p['agreement']:.3f}" if p.get("agreement") else ""))
@@ -123,6 +123,16 @@ def _counts(c: dict) -> str:
     return "" if (g, s) == (base.greedy_prompts, base.sampled_prompts) else f", {g} greedy / {s} sampled composed prompts"
 
 
+def _copy_stage(c: dict) -> str:
+    """', adds the prompt-lookup input (gain starting at G)' for the stage that widened fc."""
+    return f", adds the prompt-lookup input (`--copy-input`, gains starting at {c['copy_gain']:g})" if c.get("copy_input") else ""
+
+
+def _copy_init(cfg: EagleTrainConfig) -> str:
+    return ("" if not cfg.copy_input else f"; this stage widens fc with a zero block for a_n e(y_t), gains a_n starting "
+            f"at {cfg.copy_gain:g} (so its step 0 is the drafter it continues)")
+
+
 def _docs(cfg: EagleTrainConfig) -> str:
     base = DraftTrainConfig().doc_prompts
     docs = _counts(asdict(cfg)) + ("" if cfg.doc_prompts == base else (
@@ -136,21 +146,46 @@ def _docs(cfg: EagleTrainConfig) -> str:
                    "sampled at T = 1 from its chat template's open user turn, kept when it closed the turn)")
 
 
+def _has_copy(cfg: EagleTrainConfig, facts: dict) -> bool:
+    """Does the drafter read the prompt-lookup input (added in this stage or an earlier one)?"""
+    prev = facts.get("previous")
+    while not cfg.copy_input and prev:
+        if prev["config"].get("copy_input"):
+            return True
+        prev = prev.get("previous")
+    return cfg.copy_input
+
+
+def _g(cfg, facts) -> str:
+    return "fc([e(x_t), f_(t-1), a_n e(y_t)])" if _has_copy(cfg, facts) else "fc([e(x_t), f_(t-1)])"
+
+
+def _copy_text(cfg, facts) -> str:
+    return ("" if not _has_copy(cfg, facts) else "\ny_t is what prompt lookup proposes after x_<=t (the most recent "
+            "earlier occurrence of the longest matching n-gram, n <= 8; in the engine over the n-grams of the tokens "
+            "the target has run and the newest tokens of the token's own path), a_n a learned gain per match length "
+            "(0 without a match): one attention layer cannot form the induction head that copying needs.")
+
+
+def _copy_key(cfg, facts) -> str:
+    return " and the gains a_n (`eagle_copy_gain`)" if _has_copy(cfg, facts) else ""
+
+
 def write_card(out: Path, cfg: EagleTrainConfig, facts: dict, res: dict | None) -> None:
     mb = (out / "eagle.safetensors").stat().st_size / 1e6
     h = facts["history"]
     text = f"""# specviz EAGLE-style drafter for SmolLM2-135M-Instruct
 
-A feature-level drafter (`specviz/eagle.py`): g_t = fc([e(x_t), f_(t-1)]), one Llama decoder layer over its own
+A feature-level drafter (`specviz/eagle.py`): g_t = {_g(cfg, facts)}, one Llama decoder layer over its own
 KV cache, the target's final norm shape, and the target's tied output layer restricted to the
 {facts['head_size']} token ids of the standalone draft (`specviz.head_ids`). f is the target's post-norm last
-hidden state; drafted tokens whose parent the target has not run read the drafter's own prediction.
-`eagle.safetensors` ({mb:.1f} MB, bf16) holds fc, the layer and the norm; embeddings are the target's.
+hidden state; drafted tokens whose parent the target has not run read the drafter's own prediction.{_copy_text(cfg, facts)}
+`eagle.safetensors` ({mb:.1f} MB, bf16) holds fc, the layer and the norm{_copy_key(cfg, facts)}; embeddings are the target's.
 Hugging Face assisted generation cannot drive a feature drafter: the standalone draft in
 `models/smollm2-draft` is the pair it (and any hub pair) uses.
 
 ## Recipe (`python -m specviz.train eagle`, seed {cfg.seed})
-- init: the standalone draft's layer and norm, fc = [I | 0] (so step 0 is that draft exactly).
+- init: the standalone draft's layer and norm, fc = [I | 0] (so step 0 is that draft exactly){_copy_init(cfg)}.
 - data: the standalone draft's distillation sequences{_docs(cfg)} ({facts['train_seqs']} sequences,
   {facts['train_tokens']:,} tokens, {facts['train_resp']:,} response positions; `python -m specviz.train draft` builds the draft's part) plus the
   target's features at every token (one teacher-forced pass, cached under --work; data and features took

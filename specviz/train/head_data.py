@@ -36,7 +36,7 @@ from transformers import DynamicCache
 
 from .. import head_inputs
 from ..config import HeadTrainConfig, SamplingConfig
-from ..eagle import eagle_inputs, previous_features
+from ..eagle import copy_ngram, eagle_inputs, lookup_tensors, previous_features, uses_copy
 from ..head_inputs import CATALOG
 from ..lm import LM
 from ..sampling import warp
@@ -105,8 +105,13 @@ def _draw(probs: torch.Tensor, greedy: bool, rng: torch.Generator) -> torch.Tens
 
 
 def _eagle_forward(lm: LM, ids: torch.Tensor, feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A feature drafter over whole padded sequences: ids (B, L), input features (B, L, H) -> f^ (B, L, H)."""
-    g = eagle_inputs(lm.model, ids, feats)
+    """A feature drafter over whole padded sequences: ids (B, L), input features (B, L, H) -> f^ (B, L, H).
+    A drafter with the copy input reads each position's lookup over its own row's prefix (as it was trained)."""
+    copy = None
+    if uses_copy(lm.model):
+        rows = [row[m.bool()].tolist() for row, m in zip(ids.cpu(), mask[:, :ids.shape[1]].cpu())]
+        copy = lookup_tensors(rows, copy_ngram(lm.model), ids.shape[1], left=True, device=ids.device)
+    g = eagle_inputs(lm.model, ids, feats, copy)
     return lm.base(inputs_embeds=g, attention_mask=mask, position_ids=_positions(mask, ids.shape[1])).last_hidden_state
 
 

@@ -10,9 +10,11 @@ Variants (the block starts at zero, so step 0 is the drafter it warm-starts from
   n-grams up to 8, the most recent match), n its match length, a_n a learned gain (0 without a match);
 - copy10, copy30: the same with a_n starting at 10 or 30, not 1: Adam's steps on the zero block then move its
   output 10x (30x) as fast (a per-block learning rate without a second optimiser group).
-`train` patches specviz.train.eagle (its `_pass` and `train`) and runs its command; `eval` measures first-token
-agreement teacher-forced on the 40 held-out Spec-Bench prompts along the target's fp32 greedy path, split by
-whether the lookup proposal is right. The engine has no support for either input (this is a measurement).
+`train prev` patches specviz.train.eagle (its `_pass` and `train`) and runs its command; the copy variants are
+now `python -m specviz.train eagle --copy-input --copy-gain G` (specviz.eagle.add_copy_input; the engine feeds
+the input since this experiment), which `train copy*` runs. `eval` measures first-token agreement teacher-forced
+on the 40 held-out Spec-Bench prompts along the target's fp32 greedy path, split by whether the lookup proposal
+is right.
 """
 import collections
 import sys
@@ -42,17 +44,9 @@ def lookup(x: torch.Tensor):
     return out, n_
 
 
-def third_block(model, x, e):
-    if VARIANT == "prev":
-        return previous_features(e)
-    y, n = lookup(x)
-    gain = model.eagle_copy_gain[n] * (n > 0)
-    return model.get_input_embeddings()(y.clamp(min=0)) * gain[..., None]
-
-
-def widened_pass(model, x, fin):
+def widened_pass(model, x, fin, copy=None):                      # the prev variant: [e(x_t), f_(t-1), e(x_(t-1))]
     e = model.get_input_embeddings()(x)
-    g = model.eagle_fc(torch.cat([e, fin, third_block(model, x, e)], -1))
+    g = model.eagle_fc(torch.cat([e, fin, previous_features(e)], -1))
     return model.model(inputs_embeds=g).last_hidden_state
 
 
@@ -63,11 +57,12 @@ def widen(model) -> None:
         with torch.no_grad():
             model.eagle_fc.weight.zero_()
             model.eagle_fc.weight[:, :2 * H].copy_(old.weight)
-    if VARIANT.startswith("copy") and not hasattr(model, "eagle_copy_gain"):
-        model.eagle_copy_gain = nn.Parameter(torch.full((9,), {"copy10": 10.0, "copy30": 30.0}.get(VARIANT, 1.0)))
 
 
 def train(argv):
+    if VARIANT.startswith("copy"):                                # the shipped trainer's own flag now
+        te.main(argv + ["--copy-input", "--copy-gain", {"copy10": "10", "copy30": "30"}.get(VARIANT, "1")])
+        return
     base_train, base_digest = te.train, te.digest_file
 
     def widened_train(model, *a, **k):
@@ -82,18 +77,21 @@ def train(argv):
 def evaluate(folder: Path):
     from safetensors.torch import load_file
     from specviz.config import ModelConfig
-    from specviz.eagle import build_eagle
-    from specviz.loading import load_pair
+    from specviz.eagle import build_eagle, copy_ngram, lookup_tensors
+    from specviz.loading import load_eagle, load_pair
     from specviz.train import draft_eval
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
     data = draft_eval.heldout_data(pair, 40, Path("/tmp/specviz-eval-fp32"), 128)
     state = load_file(str(folder / "eagle.safetensors"))
     ids_v = state.pop("specviz.head_ids")
-    model = build_eagle(pair.target.model, init_layer=None)
-    if VARIANT != "none":
+    if VARIANT == "prev":
+        model = build_eagle(pair.target.model, init_layer=None)
         widen(model)
-    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
-    run = widened_pass if VARIANT != "none" else te._pass
+        model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+        run = widened_pass
+    else:                                                         # none, copy*: the shipped loader and pass
+        model = load_eagle(folder, pair.target.model, dtype=torch.float32).model
+        run = lambda m, x, fin: te._pass(m, x, fin, lookup_tensors(x.tolist(), copy_ngram(m)) if copy_ngram(m) else None)  # noqa: E731
     W = pair.target.model.get_input_embeddings().weight[ids_v]
     rows = []
     for s in range(len(data)):
