@@ -125,11 +125,8 @@ def sequence_lookups(tokens: Sequence[int], max_ngram: int) -> tuple[list[int], 
 
 def lookup_next(index: NgramIndex, suffix: Sequence[int]) -> tuple[int, int]:
     """(n, y): the token after the most recent indexed occurrence of the longest suffix of `suffix`, or (0, -1)."""
-    for n in range(min(index.max_ngram, len(suffix)), 0, -1):
-        start = index.after.get(tuple(suffix[-n:]))
-        if start is not None:
-            return n, index.ctx[start]
-    return 0, -1
+    n, start = index.match(suffix)
+    return (n, index.ctx[start]) if n else (0, -1)
 
 
 def lookup_tensors(rows: Sequence[Sequence[int]], max_ngram: int, width: int | None = None, left: bool = False,
@@ -220,15 +217,19 @@ class EagleLM(LM):
         # exact target feature where the target has run that position; the drafter's own f^ for a drafted
         # parent; zeros for the very first token (nothing before it) and for a token after an uncommitted
         # one of the same call (never in the engine; e.g. timing a prompt with no features)
-        src = src.to(self.device)
+        src_cpu, src = (src.tolist() if self.max_ngram else None), src.to(self.device)
         use_t = (src >= 0) & (src < n_t)
         use_o = (src >= n_t) & (src < past)
         feats = torch.zeros(n, self.hidden_size, dtype=self.dtype, device=self.device)
         feats[use_t] = self.tfeat[src[use_t]]
         feats[use_o] = self._out[src[use_o]]
         self._pending_exact = ((src < 0) | use_t).cpu()
-        copy = self._lookups(input_ids[0].tolist(), src.tolist(), past) if self.max_ngram else None
+        copy = self._lookups(self._new_ids, src_cpu, past) if self.max_ngram else None     # host lists: no device sync
         return {"inputs_embeds": eagle_inputs(self.model, input_ids, feats[None], copy)}
+
+    def forward(self, ids, *args, **kwargs):
+        self._new_ids = [int(t) for t in ids]                        # the copy input reads them on the host
+        return super().forward(ids, *args, **kwargs)
 
     def _lookups(self, ids: list[int], src: list[int], past: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The copy input of each new token: the lookup over the n-grams of the committed tokens the target has

@@ -64,13 +64,20 @@ class NgramIndex:
         context's suffix then reaches into them, and is still looked up among the indexed n-grams only.
         """
         ctx = self.ctx + list(after) if after else self.ctx
-        for n in range(min(self.max_ngram, len(ctx)), min_ngram - 1, -1):
-            start = self.after.get(tuple(ctx[-n:]))
-            if start is None:
-                continue
-            period = len(ctx) - start
-            return n, [ctx[start + (i % period)] for i in range(k)]
-        return 0, []
+        n, start = self.match(ctx, min_ngram)
+        if not n:
+            return 0, []
+        period = len(ctx) - start
+        return n, [ctx[start + (i % period)] for i in range(k)]
+
+    def match(self, suffix: Sequence[int], min_ngram: int = 1) -> tuple[int, int]:
+        """(n, start): the longest indexed n-gram that ends `suffix` (n >= min_ngram) and the position in `ctx` of the
+        token that followed its most recent occurrence; (0, -1) when none matches."""
+        for n in range(min(self.max_ngram, len(suffix)), min_ngram - 1, -1):
+            start = self.after.get(tuple(suffix[-n:]))
+            if start is not None:
+                return n, start
+        return 0, -1
 
 
 class LookupDrafter(Drafter):
