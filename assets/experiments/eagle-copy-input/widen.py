@@ -24,24 +24,9 @@ import torch
 from torch import nn
 
 import specviz.train.eagle as te
-from specviz.eagle import previous_features
-from specviz.lookup import NgramIndex
+from specviz.eagle import lookup_tensors, previous_features
 
 VARIANT = sys.argv[2] if len(sys.argv) > 2 else "copy"
-
-
-def lookup(x: torch.Tensor):
-    """(B, L) ids -> the lookup's proposal for the token after each position (-1: none) and its match length."""
-    B, L = x.shape
-    out, n_ = torch.full((B, L), -1, dtype=torch.long), torch.zeros((B, L), dtype=torch.long)
-    for b in range(B):
-        row, idx = x[b].tolist(), NgramIndex(8)
-        for t in range(L):
-            idx.extend([row[t]])
-            n, toks = idx.propose(1)
-            if n:
-                out[b, t], n_[b, t] = toks[0], n
-    return out, n_
 
 
 def widened_pass(model, x, fin, copy=None):                      # the prev variant: [e(x_t), f_(t-1), e(x_(t-1))]
@@ -77,7 +62,7 @@ def train(argv):
 def evaluate(folder: Path):
     from safetensors.torch import load_file
     from specviz.config import ModelConfig
-    from specviz.eagle import build_eagle, copy_ngram, lookup_tensors
+    from specviz.eagle import build_eagle, copy_ngram
     from specviz.loading import load_eagle, load_pair
     from specviz.train import draft_eval
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
@@ -100,7 +85,7 @@ def evaluate(folder: Path):
         pair.target.forward(ids.tolist(), rows=slice(0, 0))
         h = run(model, ids[None], previous_features(pair.target.last_hidden[None]))[0]
         d = ids_v[(h[P - 1:-1] @ W.T).argmax(-1)]
-        y, n = lookup(ids[None])
+        y, n = lookup_tensors([ids.tolist()], 8)              # the lookup's token and match length per position
         for j, t in enumerate(range(P, len(ids))):
             rows.append((data.meta[s]["category"], int(d[j]) == int(ids[t]), int(n[0, t - 1]), int(y[0, t - 1]) == int(ids[t])))
     N = len(rows)
