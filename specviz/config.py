@@ -92,16 +92,23 @@ class SpecDecPPConfig:
     for the best fixed K = 1; 15.13 at T = 1 against 14.62 and 14.89), and h = 0.7 best of {0.7, 0.9, 0.95, 0.98}
     for the shipped head without the lag (sweep-nolag.md: T = 0 union 21.31 tokens/s, mean K 1.36, against
     20.55 for the best fixed K = 3 and 20.76 for h = 0.9; T = 1 h = 0.9 16.24 against 16.35 for K = 2 and 15.24
-    for h = 0.7: a sampled round is accepted less, so 0.7 stops at one candidate there). For the standalone draft's head
+    for h = 0.7: a sampled round is accepted less, so 0.7 stops at one candidate there). On the stage-5 drafter
+    (copy input) and its head, h = 0.8: `python -m specviz.sweep pick-h --k-mins 1 2 3 --k-maxs 4 6 8`
+    (pick-h-stage5.json, composed calibration prompts) models h = 0.8 best at T = 0 (37.6 ms per token against
+    37.8 for 0.7 and 39.2 for the best fixed K = 1; the per-round oracle 31.2) and within 0.1 % of the best
+    (0.85) at T = 1, and `sweep run --hs 0.6 0.7 0.8 0.9 --k-mins 1 2` (sweep-kmin.md, Spec-Bench) timed h = 0.8
+    fastest on the union (19.46 tokens/s against 18.76 for 0.7 and 19.17 for the best fixed K = 3), on chat and
+    code, and ahead of 0.7 on all three families. For the standalone draft's head
     (`--drafter model`) the cost-model pick was h = 0.9 (`python -m specviz.sweep pick-h`, pick-h.json:
     66.2 ms per token against 66.9 for the best fixed K = 3).
     Both heads are trained with reject weight 6, so their acceptances sit below the truth and the product
     crosses small h after one or two candidates. k_max = 6: every k_max in 6..12 ties (the threshold fires
     first), and 6 bounds a round's verify forward where the measured verify cost is still flat. k_min = 1:
-    one-token drafts are the best fixed K on most families.
+    one-token drafts are the best fixed K on most families, and k_min = 2 measured slower (sweep-kmin.md: 19.11
+    tokens/s at best, h = 0.7; pick-h models 39.3 ms per token at best against 37.5 for k_min = 1).
     """
 
-    threshold: float = 0.7
+    threshold: float = 0.8
     k_min: int = 1
     k_max: int = 6
 

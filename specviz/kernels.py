@@ -5,7 +5,10 @@ A verify forward runs every linear layer on a handful of rows (2-64 tree tokens)
 costs about as much for 2 rows as for 16 and nearly twice a one-row gemv (measured on this project's
 2-core AVX2 machine, SmolLM2-135M fp32, all 30 layers: 1 row 35 ms, 2 rows 62 ms, 16 rows 81 ms).
 The same product taken the other way round, (W @ x^T)^T, lets MKL stream the weight once as a
-tall-skinny gemm: 2 rows 35 ms, 4 rows 31 ms, 16 rows 49 ms. Results agree with `F.linear` to float
+tall-skinny gemm: 2 rows 35 ms, 4 rows 31 ms, 16 rows 49 ms. Past `SKINNY_MAX_ROWS` rows (a prompt's
+prefill) `F.linear`'s own gemm is the faster again (2026-12-01, prefill on an empty cache, ms, skinny /
+F.linear: 128 rows 442 / 457, 200 rows 496 / 449, 300 rows 700 / 590, 800 rows 1934 / 1524), so those
+stay with it; no verify forward is that wide. Results agree with `F.linear` to float
 rounding (about 1e-6 relative); every method, the autoregressive baseline included, runs on the
 same kernels, and the benchmark's greedy audit checks the outputs stay identical.
 
@@ -47,10 +50,13 @@ def padded_rows(rows: int) -> int:
     return rows
 
 
+SKINNY_MAX_ROWS = 128                         # wider inputs (prefills) keep F.linear (module docstring)
+
+
 def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear(x, weight, bias), computed as (weight @ x^T)^T when x has more than one row."""
+    """F.linear(x, weight, bias), computed as (weight @ x^T)^T when x has 2..SKINNY_MAX_ROWS rows."""
     rows = x.numel() // x.shape[-1]
-    if rows <= 1:
+    if rows <= 1 or rows > SKINNY_MAX_ROWS:
         return F.linear(x, weight, bias)
     x2 = x.reshape(rows, x.shape[-1])
     pad = padded_rows(rows) - rows

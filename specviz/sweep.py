@@ -45,9 +45,13 @@ def family_prompts(tokenizer, per_family: int, seed: int = 0) -> dict[str, list[
     return out
 
 
-def settings(ks: list[int], hs: list[float], base: SpecDecPPConfig) -> list[tuple[str, dict]]:
-    return ([("ar", {"method": "ar"})] + [(f"K={k}", {"method": "chain", "chain": ChainConfig(k)}) for k in ks]
-            + [(f"h={h:g}", {"method": "specdecpp", "specdecpp": replace(base, threshold=h)}) for h in hs])
+def settings(ks: list[int], hs: list[float], base: SpecDecPPConfig, k_mins: list[int] | None = None) -> list[tuple[str, dict]]:
+    """Autoregressive, fixed K in `ks`, and SpecDec++ at every (k_min, h); a setting whose k_min is `base`'s is
+    named `h=..` alone, any other `h=..,k_min=..`."""
+    spec = [(f"h={h:g}" + ("" if m == base.k_min else f",k_min={m}"),
+             {"method": "specdecpp", "specdecpp": replace(base, threshold=h, k_min=m)})
+            for m in (k_mins or [base.k_min]) for h in hs]
+    return [("ar", {"method": "ar"})] + [(f"K={k}", {"method": "chain", "chain": ChainConfig(k)}) for k in ks] + spec
 
 
 def timed(pair, ids: list[int], method: dict, temperature: float, tokens: int, seed: int, drafter: str = "auto") -> dict:
@@ -148,8 +152,11 @@ def calibration_rounds(pair, prompts: list[list[int]], temperature: float, k_cal
     return out
 
 
-def choose_threshold(rounds, costs: StepCosts, eos_ids: set[int], hs: list[float], k_maxs: list[int], k_min: int) -> dict:
-    """Modelled ms per token of every fixed K, every (h, k_max) of SpecDec++, and the per-round hindsight oracle."""
+def choose_threshold(rounds, costs: StepCosts, eos_ids: set[int], hs: list[float], k_maxs: list[int],
+                     k_min: int | list[int]) -> dict:
+    """Modelled ms per token of every fixed K, every (h, k_min, k_max) of SpecDec++, and the per-round hindsight
+    oracle. `k_min`: one bound or a list of them to choose from."""
+    k_mins = [k_min] if isinstance(k_min, int) else list(k_min)
     k_cal = max(r.n_drafted for r in rounds)
 
     def per_token(length):
@@ -161,20 +168,25 @@ def choose_threshold(rounds, costs: StepCosts, eos_ids: set[int], hs: list[float
 
     fixed = {k: per_token(lambda r, k=k: min(k, r.n_drafted)) for k in range(1, k_cal + 1)}
     spec = {}
-    for k_max in k_maxs:
-        for h in hs:
-            cfg = SpecDecPPConfig(threshold=h, k_min=min(k_min, k_max), k_max=min(k_max, k_cal))
-            spec[(h, k_max)] = per_token(lambda r, cfg=cfg: stop_point(r.accept_probs, eos(r), cfg))
+    for k_lo in k_mins:
+        for k_max in k_maxs:
+            for h in hs:
+                k_hi = min(k_max, k_cal)
+                cfg = SpecDecPPConfig(threshold=h, k_min=min(k_lo, k_hi), k_max=k_hi)
+                spec[(h, k_lo, k_max)] = per_token(lambda r, cfg=cfg: stop_point(r.accept_probs, eos(r), cfg))
     best_k = min(fixed, key=fixed.get)
     best = min(spec, key=spec.get)
+    name = (lambda h, lo, hi: f"h={h:g},k_max={hi}") if len(k_mins) == 1 else \
+        (lambda h, lo, hi: f"h={h:g},k_min={lo},k_max={hi}")
     return {"rounds": len(rounds), "costs": costs.to_dict(), "fixed_ms_per_token": fixed,
-            "specdecpp_ms_per_token": {f"h={h:g},k_max={k}": v for (h, k), v in spec.items()},
+            "specdecpp_ms_per_token": {name(*key): v for key, v in spec.items()},
             "oracle_ms_per_token": per_token(lambda r: hindsight_k(r, costs)),
-            "best_k": best_k, "h": best[0], "k_max": best[1], "modelled_gain": fixed[best_k] / spec[best] - 1}
+            "best_k": best_k, "h": best[0], "k_min": best[1], "k_max": best[2],
+            "modelled_gain": fixed[best_k] / spec[best] - 1}
 
 
 def pick_h(pair, n_prompts: int, tokens: int, temperatures: list[float], k_cal: int, hs: list[float],
-           k_maxs: list[int], k_min: int, seed: int = 0, drafter: str = "auto") -> dict:
+           k_maxs: list[int], k_min: int | list[int], seed: int = 0, drafter: str = "auto") -> dict:
     from .methods import drafter_kind
     from .train.prompts import compose
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(n_prompts, 104729 + seed)]
@@ -197,11 +209,13 @@ def main(argv=None) -> None:
     r.add_argument("--per-family", type=int, default=8)
     r.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 6])
     r.add_argument("--hs", type=float, nargs="+", default=[0.3, 0.5, 0.7, 0.9])
+    r.add_argument("--k-mins", type=int, nargs="+", default=[d.k_min], help="SpecDec++ k_min values to time")
     p = sub.add_parser("pick-h", help="choose h from this machine's measured step costs")
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--k-cal", type=int, default=12)
     p.add_argument("--hs", type=float, nargs="+", default=[round(0.05 * i, 2) for i in range(1, 20)])
     p.add_argument("--k-maxs", type=int, nargs="+", default=[6, 8, 10, 12])
+    p.add_argument("--k-mins", type=int, nargs="+", default=[d.k_min], help="k_min values to choose from")
     for a in (r, p):
         a.add_argument("--tokens", type=int, default=64)
         a.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
@@ -219,17 +233,17 @@ def main(argv=None) -> None:
     pair = load_pair(ModelConfig(draft=a.draft, dtype=a.dtype, device="cpu"))
     if a.cmd == "run":
         prompts = family_prompts(pair.tokenizer, a.per_family, a.seed)
-        records = sweep(pair, prompts, settings(a.ks, a.hs, d), a.temperatures, a.tokens, a.seed, drafter=a.drafter)
+        records = sweep(pair, prompts, settings(a.ks, a.hs, d, a.k_mins), a.temperatures, a.tokens, a.seed, drafter=a.drafter)
         result = {"summary": summarize(records, d.threshold), "config": vars(a), "specdecpp": asdict(d),
                   "greedy_mismatches": greedy_mismatches(records),
                   "records": [{k: v for k, v in x.items() if k != "output"} for x in records]}
         print(report(result["summary"]))
         print(f"\nT=0 outputs that differ from autoregressive ({pair.info['dtype']}): {len(result['greedy_mismatches'])}")
     else:
-        result = pick_h(pair, a.prompts, a.tokens, a.temperatures, a.k_cal, a.hs, a.k_maxs, d.k_min, a.seed, a.drafter)
+        result = pick_h(pair, a.prompts, a.tokens, a.temperatures, a.k_cal, a.hs, a.k_maxs, a.k_mins, a.seed, a.drafter)
         for key, v in result.items():
             if key.startswith("T="):
-                print(f"{key}: pick h={v['h']:g} (k_max {v['k_max']}), best fixed K={v['best_k']}, modelled gain "
+                print(f"{key}: pick h={v['h']:g} (k_min {v['k_min']}, k_max {v['k_max']}), best fixed K={v['best_k']}, modelled gain "
                       f"{v['modelled_gain']:+.1%}; ms/token fixed {v['fixed_ms_per_token'][v['best_k']]:.2f}, "
                       f"oracle {v['oracle_ms_per_token']:.2f} ({v['rounds']} rounds)")
         print("measured costs:", result["measured"])

@@ -10,7 +10,7 @@ from specviz.loading import tiny_llama
 def test_skinny_linear_matches_f_linear_for_every_row_count():
     g = torch.Generator().manual_seed(0)
     w, b = torch.randn(48, 20, generator=g), torch.randn(48, generator=g)
-    for shape in [(1, 20), (2, 20), (7, 20), (1, 3, 20), (2, 5, 20), (20,)]:
+    for shape in [(1, 20), (2, 20), (7, 20), (1, 3, 20), (2, 5, 20), (20,), (3, 50, 20)]:
         x = torch.randn(*shape, generator=g)
         for bias in (None, b):
             got, want = kernels.skinny_linear(x, w, bias), F.linear(x, w, bias)

@@ -359,3 +359,19 @@ def test_choose_threshold_prefers_the_head_when_it_knows():
     assert out["modelled_gain"] > 0 and out["k_max"] == 8
     best_spec = min(out["specdecpp_ms_per_token"].values())
     assert out["oracle_ms_per_token"] <= best_spec < out["fixed_ms_per_token"][out["best_k"]]
+
+
+def test_choose_threshold_searches_k_min_and_sweep_names_it():
+    """A head that doubts every first candidate (factor 0.1) on rounds whose first two are accepted: k_min = 1
+    stops after one candidate at every h, k_min = 2 drafts the two that pay, and the grid finds it."""
+    from specviz.sweep import choose_threshold, settings
+    acc, rej, unv = "accepted", "rejected", "unvisited"
+    rnd = replace(chain_round([acc, acc, rej, unv], 4), accept_probs=(0.1, 0.9, 0.1, 0.1))
+    costs = StepCosts(draft_ms=1.0, verify_ms=tuple(10.0 + 0.5 * m for m in range(5)))
+    one = choose_threshold([rnd] * 4, costs, set(), [0.3, 0.5], [4], k_min=1)
+    both = choose_threshold([rnd] * 4, costs, set(), [0.3, 0.5], [4], k_min=[1, 2])
+    assert one["k_min"] == 1 and both["k_min"] == 2
+    assert min(both["specdecpp_ms_per_token"].values()) < min(one["specdecpp_ms_per_token"].values())
+    assert "h=0.3,k_min=2,k_max=4" in both["specdecpp_ms_per_token"] and "h=0.3,k_max=4" in one["specdecpp_ms_per_token"]
+    names = [key for key, _ in settings([1], [0.5], SpecDecPPConfig(k_min=1), [1, 2])]
+    assert names == ["ar", "K=1", "h=0.5", "h=0.5,k_min=2"]
