@@ -227,13 +227,24 @@ def main(argv=None) -> None:
         a.add_argument("--out", help="write the full results as JSON here")
         a.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     a = ap.parse_args(argv)
+    try:                                              # every setting checked before minutes of model loading
+        grid = settings(a.ks, a.hs, d, a.k_mins) if a.cmd == "run" else \
+            [SpecDecPPConfig(threshold=h, k_min=min(m, k), k_max=k) for h in a.hs for m in a.k_mins for k in a.k_maxs]
+        for k in getattr(a, "ks", []):
+            ChainConfig(k)                            # raises on a K out of range
+        for t in a.temperatures:
+            SamplingConfig(temperature=t)
+        if a.tokens < 1 or getattr(a, "per_family", 1) < 1 or getattr(a, "prompts", 1) < 1 or getattr(a, "k_cal", 1) < 1:
+            raise ValueError("--tokens, --per-family, --prompts and --k-cal must be at least 1")
+    except ValueError as e:
+        ap.error(str(e))
     if a.threads:
         torch.set_num_threads(a.threads)
     from .loading import load_pair
     pair = load_pair(ModelConfig(draft=a.draft, dtype=a.dtype, device="cpu"))
     if a.cmd == "run":
         prompts = family_prompts(pair.tokenizer, a.per_family, a.seed)
-        records = sweep(pair, prompts, settings(a.ks, a.hs, d, a.k_mins), a.temperatures, a.tokens, a.seed, drafter=a.drafter)
+        records = sweep(pair, prompts, grid, a.temperatures, a.tokens, a.seed, drafter=a.drafter)
         result = {"summary": summarize(records, d.threshold), "config": vars(a), "specdecpp": asdict(d),
                   "greedy_mismatches": greedy_mismatches(records),
                   "records": [{k: v for k, v in x.items() if k != "output"} for x in records]}

@@ -375,3 +375,13 @@ def test_choose_threshold_searches_k_min_and_sweep_names_it():
     assert "h=0.3,k_min=2,k_max=4" in both["specdecpp_ms_per_token"] and "h=0.3,k_max=4" in one["specdecpp_ms_per_token"]
     names = [key for key, _ in settings([1], [0.5], SpecDecPPConfig(k_min=1), [1, 2])]
     assert names == ["ar", "K=1", "h=0.5", "h=0.5,k_min=2"]
+
+
+@pytest.mark.parametrize("argv", [["run", "--hs", "1.5"], ["run", "--k-mins", "9"], ["run", "--ks", "0"],
+                                  ["pick-h", "--k-mins", "0"], ["run", "--temperatures", "-1"], ["run", "--tokens", "0"],
+                                  ["pick-h", "--hs", "0"]])
+def test_sweep_rejects_absurd_settings_before_loading(argv, capsys):
+    from specviz.sweep import main
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and "error:" in capsys.readouterr().err
