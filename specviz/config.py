@@ -206,7 +206,9 @@ class EagleTrainConfig:
     and was not shipped (assets/experiments/eagle-self-prompts). The shipped stage 5 adds a third fc input, the
     prompt-lookup proposal (assets/experiments/eagle-copy-input): `--warm-start --copy-input --copy-gain 30 --steps 150
     --lr 0.0006 --warmup 10 --greedy-prompts 256 --sampled-prompts 0 --doc-prompts 128 --broad-prompts 256`
-    (Spec-Bench agreement, bf16 engine path, 0.333 -> 0.466; tau at K = 3 1.49 -> 1.83).
+    (Spec-Bench agreement, bf16 engine path, 0.333 -> 0.466; tau at K = 3 1.49 -> 1.83). Continuing it with
+    `--greedy-prompts 640` (0.465, assets/experiments/eagle-stage6-more-chat) or `--feat-weight 0` (0.467,
+    assets/experiments/eagle-fused-features) did not move it, so feat_weight stays 0.1.
     """
 
     steps: int = 200

@@ -31,7 +31,7 @@ from ..config import DraftTrainConfig, EagleTrainConfig, LookupConfig, ModelConf
 from ..eagle import (COPY_KEY, FC_KEY, add_copy_input, build_eagle, copy_ngram, eagle_inputs, lookup_tensors,
                      previous_features, uses_copy)
 from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
-from .data import Distill, merge
+from .data import Distill, batches, merge
 from .draft import HEAD_KEY, batch_plan, distill_loss
 from .eagle_eval import run_eval, write_card
 from .loop import adamw, optimise, resume
@@ -47,15 +47,7 @@ def target_features(target_model, data: Distill, path: Path, batch_tokens: int =
     base = target_model.get_decoder()
     lens = (data.starts[1:] - data.starts[:-1]).tolist()
     out = torch.zeros(len(data.tokens), target_model.config.hidden_size, dtype=torch.bfloat16)
-    order = sorted(range(len(data)), key=lambda s: lens[s])
-    groups, cur = [], []
-    for s in order:
-        if cur and (len(cur) + 1) * lens[s] > batch_tokens:
-            groups.append(cur)
-            cur = []
-        cur.append(s)
-    groups.append(cur)
-    for g in tqdm(groups, desc="target features (batches)"):
+    for g in tqdm(batches(lens, len(lens), batch_tokens), desc="target features (batches)"):
         L = max(lens[s] for s in g)
         x = torch.zeros(len(g), L, dtype=torch.long)
         for b, s in enumerate(g):
