@@ -208,7 +208,8 @@ class EagleTrainConfig:
     --lr 0.0006 --warmup 10 --greedy-prompts 256 --sampled-prompts 0 --doc-prompts 128 --broad-prompts 256`
     (Spec-Bench agreement, bf16 engine path, 0.333 -> 0.466; tau at K = 3 1.49 -> 1.83). Continuing it with
     `--greedy-prompts 640` (0.465, assets/experiments/eagle-stage6-more-chat) or `--feat-weight 0` (0.467,
-    assets/experiments/eagle-fused-features) did not move it, so feat_weight stays 0.1.
+    assets/experiments/eagle-fused-features) did not move it, so feat_weight stays 0.1; 640 real users' prompts
+    (ShareGPT first turns) did: 0.512 (assets/experiments/eagle-sharegpt-prompts; not shipped yet).
     """
 
     steps: int = 200
