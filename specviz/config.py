@@ -209,7 +209,10 @@ class EagleTrainConfig:
     (Spec-Bench agreement, bf16 engine path, 0.333 -> 0.466; tau at K = 3 1.49 -> 1.83). Continuing it with
     `--greedy-prompts 640` (0.465, assets/experiments/eagle-stage6-more-chat) or `--feat-weight 0` (0.467,
     assets/experiments/eagle-fused-features) did not move it, so feat_weight stays 0.1; 640 real users' prompts
-    (ShareGPT first turns) did: 0.512 (assets/experiments/eagle-sharegpt-prompts; not shipped yet).
+    (ShareGPT first turns) did: 0.512 (assets/experiments/eagle-sharegpt-prompts). The shipped stage 6 continues
+    stage 5 with 1,920 of them: `--warm-start --steps 200 --lr 0.0006 --warmup 10 --greedy-prompts 256
+    --sampled-prompts 0 --doc-prompts 128 --broad-prompts 256 --real-prompts 1920` (0.466 -> 0.535; tau at K = 3
+    1.83 -> 2.05; 64 min, 43 of them the target's answers and features).
     """
 
     steps: int = 200
@@ -221,6 +224,7 @@ class EagleTrainConfig:
     doc_prompts: int = 64            # long-context prompts in the distillation data (the draft's recipe: 64)
     broad_prompts: int = 0           # more prompts over real text (train/corpus.py), beside the draft's data
     self_prompts: int = 0            # more prompts the target writes itself (train/selfprompts.py)
+    real_prompts: int = 0            # more prompts real users wrote: ShareGPT first turns (train/sharegpt.py)
     noise: float = 0.05
     feat_weight: float = 0.1
     balance_inputs: bool = False     # scale f to |e| in fc's input (slows the feature path down; measured worse)
@@ -233,8 +237,8 @@ class EagleTrainConfig:
 
     def __post_init__(self):
         _check(min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts, self.greedy_prompts) >= 1
-               and min(self.doc_prompts, self.broad_prompts, self.self_prompts, self.sampled_prompts) >= 0,
-               "steps, batch tokens, checkpoint interval, eval and greedy prompts must be >= 1, doc / broad / self / sampled prompts >= 0")
+               and min(self.doc_prompts, self.broad_prompts, self.self_prompts, self.real_prompts, self.sampled_prompts) >= 0,
+               "steps, batch tokens, checkpoint interval, eval and greedy prompts must be >= 1, doc / broad / self / real / sampled prompts >= 0")
         _check(self.lr > 0 and self.noise >= 0 and self.feat_weight >= 0 and 0 < self.heldout_fraction < 1,
                "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)")
         _check(0 < self.copy_gain <= 1000, f"need 0 < copy gain <= 1000, got {self.copy_gain}")

