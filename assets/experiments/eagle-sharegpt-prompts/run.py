@@ -15,35 +15,20 @@ the experiment as it was run.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import sys
 
 from tqdm import tqdm
 
 from specviz.config import DraftTrainConfig
-from specviz.train import draft_run, eagle
+from specviz.train import draft_run, eagle, sharegpt
 from specviz.train.data import build_shards
 
 
-def first_turns(path: str, limit: int = 20_000) -> list[str]:
-    """Distinct first human turns, 40..1200 characters, >= 97 % ASCII, of the conversations the file holds whole."""
-    text, dec = open(path, encoding="utf-8").read(), json.JSONDecoder()
-    i, out, seen = text.index("[") + 1, [], set()
-    while len(out) < limit:
-        while i < len(text) and text[i] in " \n\r\t,":
-            i += 1
-        try:
-            conv, i = dec.raw_decode(text, i)
-        except json.JSONDecodeError:
-            break
-        turns = conv.get("conversations") or []
-        if turns and turns[0].get("from") == "human":
-            t = turns[0]["value"].strip()
-            if 40 <= len(t) <= 1200 and sum(c.isascii() for c in t) >= 0.97 * len(t) and t not in seen:
-                seen.add(t)
-                out.append(t)
-    return out
+def first_turns(path: str) -> list[str]:
+    """Distinct first human turns, 40..1200 characters, >= 97 % ASCII, of the conversations the file holds whole
+    (the reader now lives in specviz/train/sharegpt.py; the experiment ran an identical copy of it)."""
+    return sharegpt.first_turns(open(path, encoding="utf-8").read())
 
 
 def main():
