@@ -209,10 +209,8 @@ class EagleTrainConfig:
     (Spec-Bench agreement, bf16 engine path, 0.333 -> 0.466; tau at K = 3 1.49 -> 1.83). Continuing it with
     `--greedy-prompts 640` (0.465, assets/experiments/eagle-stage6-more-chat) or `--feat-weight 0` (0.467,
     assets/experiments/eagle-fused-features) did not move it, so feat_weight stays 0.1; 640 real users' prompts
-    (ShareGPT first turns) did: 0.512 (assets/experiments/eagle-sharegpt-prompts). The shipped stage 6 continues
-    stage 5 with 1,920 of them: `--warm-start --steps 200 --lr 0.0006 --warmup 10 --greedy-prompts 256
-    --sampled-prompts 0 --doc-prompts 128 --broad-prompts 256 --real-prompts 1920` (0.466 -> 0.535; tau at K = 3
-    1.83 -> 2.05; 64 min, 43 of them the target's answers and features).
+    (ShareGPT first turns) did: 0.512 (assets/experiments/eagle-sharegpt-prompts). Shipped stage 6: stage 5's
+    recipe with `--steps 200 --real-prompts 1920` (0.466 -> 0.535, tau at K = 3 1.83 -> 2.05; 64 min in all).
     """
 
     steps: int = 200
