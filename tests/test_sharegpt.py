@@ -1,11 +1,11 @@
-"""The ShareGPT prompt reader (train/sharegpt.py) on small hand-made dumps: no download, no model."""
+"""The ShareGPT prompt reader (train/sharegpt.py) on small hand-made dumps (no download), and `--real-prompts`."""
 import json
 import subprocess
 import zipfile
 
 import pytest
 
-from specviz.config import EagleTrainConfig
+from specviz.config import DraftTrainConfig, EagleTrainConfig
 from specviz.train import sharegpt
 
 LONG = "Please explain, in plain words, how {} works and why it matters to people."
@@ -101,7 +101,6 @@ def test_real_prompts_reach_the_data_and_the_card(tmp_path):
     dump = tmp_path / "d.json"
     dump.write_text(json.dumps([conv(words(i)) for i in range(6)]))
     pair = SimpleNamespace(target=SimpleNamespace(model=tiny_llama(vocab=64, layers=2, hidden=32)), tokenizer=Tok())
-    from specviz.config import DraftTrainConfig
     cfg = DraftTrainConfig(new_tokens=3, top_k=2)
     d3 = real_data(pair, cfg, 3, tmp_path / "work", dump)
     d5 = real_data(pair, cfg, 5, tmp_path / "work", dump)

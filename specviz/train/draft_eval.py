@@ -24,9 +24,13 @@ SPEC_BENCH = Path(__file__).resolve().parents[2] / "assets" / "spec_bench_questi
 KS = (1, 2, 3, 4, 5, 6)
 
 
+def spec_bench_rows(path: Path = SPEC_BENCH) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def heldout_prompts(n: int, path: Path = SPEC_BENCH) -> list[tuple[str, str]]:
     """n Spec-Bench first turns spread evenly over the file (so every category is represented)."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = spec_bench_rows(path)
     step = len(rows) / n
     return [(rows[int(i * step)]["category"], rows[int(i * step)]["turns"][0]) for i in range(n)]
 

@@ -108,7 +108,7 @@ def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | No
     when `source` is None). Shards are named by the shuffle seed and reused prompt by prompt, so a larger n only
     answers the new prompts."""
     source = source or sharegpt.fetch(work / "sharegpt")
-    exclude = [t for _, t in draft_eval.heldout_prompts(480)]                     # every Spec-Bench first turn
+    exclude = [t for row in draft_eval.spec_bench_rows() for t in row["turns"]]    # every Spec-Bench turn
     items = sharegpt.prompts(sharegpt.read_text(source), n, cfg.seed + 5, exclude)
     with tqdm(total=(len(items) + 63) // 64, desc="target data, ShareGPT prompts (shards)") as bar:
         return build_shards(pair.target.model, pair.tokenizer, items, work / "draft-data", f"sharegpt-seed{cfg.seed + 5}",

