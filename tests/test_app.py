@@ -156,7 +156,12 @@ def test_public_mode_allows_only_listed_pairs(monkeypatch):
     with pytest.raises(ValueError, match="unknown model pair"):
         session.model_config("HuggingFaceTB/SmolLM2-1.7B", "bf16")
     monkeypatch.delenv("SPECVIZ_PUBLIC")
+    monkeypatch.delenv("SPACE_ID", raising=False)
     assert session.model_config(session.DEFAULT_PAIR, "fp32", target="/some/folder").target == "/some/folder"
+    monkeypatch.setenv("SPACE_ID", "someone/specviz")          # a Space is public unless told otherwise
+    assert session.public()
+    monkeypatch.setenv("SPECVIZ_PUBLIC", "0")
+    assert not session.public()
 
 
 def test_widget_defaults_come_from_the_config():
