@@ -177,6 +177,11 @@ def test_eagle_recipe_counts_reach_the_data_and_the_card():
     stage = {"config": {"steps": 5, "lr": 1e-3, "feat_weight": 0.1, "greedy_prompts": 256, "sampled_prompts": 0},
              "train_min": 1.0, "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}]}
     assert "256 greedy / 0 sampled composed prompts" in _previous(stage)
+    from specviz.train.eagle_eval import command
+    later = EagleTrainConfig(**{**cfg.__dict__, "copy_input": True, "steps": 250})
+    assert command(later, {"previous": stage}) == ("python -m specviz.train eagle --warm-start models/smollm2-eagle "
+                                                   "--steps 250 --greedy-prompts 256 --sampled-prompts 0 --copy-input")
+    assert parse(command(later, {"previous": stage}).split()[4:])[1] == later   # the card's command parses back
 
 
 class _WordTokenizer:

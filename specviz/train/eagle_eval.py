@@ -180,6 +180,16 @@ def _copy_key(cfg, facts) -> str:
     return " and the gains a_n (`eagle_copy_gain`)" if _has_copy(cfg, facts) else ""
 
 
+def command(cfg: EagleTrainConfig, facts: dict) -> str:
+    """The command that trains this stage again: every setting that differs from the defaults, and the warm start
+    for a stage that continued an earlier one (flags left out fall back to the defaults, i.e. stage 1's recipe)."""
+    default = asdict(EagleTrainConfig())
+    flags = [f"--{k.replace('_', '-')}" + ("" if isinstance(v, bool) else f" {v}")
+             for k, v in asdict(cfg).items() if v != default[k] and k != "seed"]
+    warm = ["--warm-start models/smollm2-eagle"] if facts.get("previous") else []
+    return " ".join(["python -m specviz.train eagle", *warm, *flags])
+
+
 def write_card(out: Path, cfg: EagleTrainConfig, facts: dict, res: dict | None) -> None:
     mb = (out / "eagle.safetensors").stat().st_size / 1e6
     h = facts["history"]
@@ -193,7 +203,8 @@ hidden state; drafted tokens whose parent the target has not run read the drafte
 Hugging Face assisted generation cannot drive a feature drafter: the standalone draft in
 `models/smollm2-draft` is the pair it (and any hub pair) uses.
 
-## Recipe (`python -m specviz.train eagle`, seed {cfg.seed})
+## Recipe (seed {cfg.seed})
+This stage: `{command(cfg, facts)}`
 - init: the standalone draft's layer and norm, fc = [I | 0] (so step 0 is that draft exactly){_copy_init(cfg)}.
 - data: the standalone draft's distillation sequences{_docs(cfg)} ({facts['train_seqs']} sequences,
   {facts['train_tokens']:,} tokens, {facts['train_resp']:,} response positions; `python -m specviz.train draft` builds the draft's part) plus the
