@@ -74,6 +74,8 @@ def test_smoke_suite_fp32(tiny_pair, tmp_path):
     md = bench_report.markdown(result)
     assert "| method | tokens/s | × our AR | × best HF assisted | τ |" in md
     assert "Greedy audit (fp32): 0 mismatch" in md and "Per task" in md
+    sampled_only = {**suite, "summary": [c for c in suite["summary"] if c["temperature"] != 0]}
+    assert "Greedy audit: none (no T = 0 runs" in "\n".join(bench_report.suite_markdown(sampled_only))
     html = bench_report.write_html(result, tmp_path)
     assert html[0].exists() and html[0].stat().st_size > 100_000
 
