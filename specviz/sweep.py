@@ -247,7 +247,8 @@ def main(argv=None) -> None:
                   "greedy_mismatches": greedy_mismatches(records),
                   "records": [{k: v for k, v in x.items() if k != "output"} for x in records]}
         print(report(result["summary"]))
-        print(f"\nT=0 outputs that differ from autoregressive ({pair.info['dtype']}): {len(result['greedy_mismatches'])}")
+        if 0 in a.temperatures:
+            print(f"\nT=0 outputs that differ from autoregressive ({pair.info['dtype']}): {len(result['greedy_mismatches'])}")
     else:
         result = pick_h(pair, a.prompts, a.tokens, a.temperatures, a.k_cal, a.hs, a.k_maxs, a.k_mins, a.seed, a.drafter)
         for key, v in result.items():

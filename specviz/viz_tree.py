@@ -226,7 +226,7 @@ def stop_figure(rnd: RoundTrace, token_text: Mapping[int, str]) -> go.Figure:
     fig.update_xaxes(title="draft step k", tickmode="linear", dtick=1, range=[0.4, len(steps) + 0.6])
     fig.update_yaxes(range=[0, 1.05], title="bars: predicted P(accept)", gridcolor="#eef2f7")
     reason = html.escape(rnd.stop_reason) if rnd.stop_reason else "–"
-    sub = f"stopped after {rnd.n_drafted} drafted (reason: {reason}); the target accepted {rnd.n_accepted}"
+    sub = f"drafted {rnd.n_drafted}, stopped by {reason}; {rnd.n_accepted} accepted"        # fits the narrow panel
     return base_layout(fig, STOP_HEIGHT, f"Round {rnd.index}: when to stop drafting", sub, legend_space=100)
 
 

@@ -12,6 +12,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from app_server import DTYPE, app_url  # noqa: E402
 
+from specviz.config import METHOD_LABELS  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOT = Path(__file__).resolve().parent.parent / "assets" / "screenshot.png"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -46,6 +48,8 @@ def test_run_default_prompt_draws_tree_and_stop_plot(page):
     box.press("Enter")
     page.get_by_role("button", name="Model pair").click()
     page.get_by_label(DTYPE, exact=True).check()
+    page.get_by_label("Method").click()                                            # SpecDec++: the stop plot fills too
+    page.get_by_role("option", name=METHOD_LABELS["specdecpp"]).click()
     page.get_by_role("button", name="Run", exact=True).click()
     t0 = time.perf_counter()
     page.wait_for_function("/: round \\d+, /.test(document.querySelector('#sv-status')?.innerText)", timeout=120_000)
@@ -70,6 +74,11 @@ def test_run_default_prompt_draws_tree_and_stop_plot(page):
         page.wait_for_timeout(1500)
         shown = page.get_by_label("number input for Round").input_value()
         assert page.evaluate(title).startswith(f"Round {shown}:")
+    accepted = page.locator("#sv-output .token[style*='22, 163, 74']")            # the screenshot: a round with accepts
+    if accepted.count():
+        accepted.first.click()
+        page.wait_for_timeout(1500)
+    assert page.locator("#sv-stop .js-plotly-plot .scatterlayer .trace").count() > 0   # predicted stop probabilities
     page.get_by_role("button", name="Sampling and length").click()                # fold the controls back
     page.get_by_role("button", name="Model pair").click()
     page.wait_for_timeout(500)
