@@ -42,7 +42,8 @@ _baselines: OrderedDict[tuple, GenerationTrace] = OrderedDict()
 def public() -> bool:
     """Public mode: only the allow-listed pairs, never a path or hub id typed in the page. SPECVIZ_PUBLIC=1 turns
     it on, 0 off; unset, it is on where the page is a Hugging Face Space (SPACE_ID set) and off elsewhere."""
-    return os.environ.get("SPECVIZ_PUBLIC", "1" if os.environ.get("SPACE_ID") else "0") == "1"
+    from .loading import on_space
+    return os.environ.get("SPECVIZ_PUBLIC", "1" if on_space() else "0") == "1"
 
 
 def model_config(pair: str, dtype: str, target: str = "", draft: str = "") -> ModelConfig:
