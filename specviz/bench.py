@@ -64,6 +64,7 @@ class Setting:
     kernels: str = ""          # "skinny" | "stock" linear layers (kernels.py); "" = the default: ours skinny, HF stock
     drafter: str = "auto"      # RunConfig.drafter: spec suffix +eagle / +model (HF always uses the standalone draft)
     copy: bool = False         # RunConfig.copy: spec suffix +copy (dyspec-lookup:B = dyspec:B+copy)
+    static: bool = False       # spec suffix +static: a reduced draft head without its context vocabulary (ablation)
 
     @property
     def hf_assisted(self) -> bool:
@@ -115,11 +116,11 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
         if kern not in KERNELS:
             raise ValueError(f"method spec {full!r}: the part after '@' must be one of {', '.join(KERNELS)}")
         spec, *plus = spec.split("+")
-        copy = "copy" in plus
-        plus = [p for p in plus if p != "copy"]
+        copy, static = "copy" in plus, "static" in plus
+        plus = [p for p in plus if p not in ("copy", "static")]
         if len(plus) > 1 or (plus and plus[0] not in DRAFTER_LABELS):
             raise ValueError(f"method spec {full!r}: the parts after '+' must be one of {', '.join(DRAFTER_LABELS)} "
-                             "and/or copy")
+                             "and/or copy, static")
         drafter = plus[0] if plus else ""
         n_before = len(out)
         name, _, arg = spec.partition(":")
@@ -182,6 +183,11 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available) -> list
                 raise ValueError(f"method spec {full!r}: Hugging Face settings always use the standalone draft")
             out[n_before:] = [replace(s, key=f"{s.key}+{drafter}", label=f"{s.label} ({DRAFTER_LABELS[drafter]})",
                                       drafter=drafter) for s in out[n_before:]]
+        if static:
+            if any(s.kind == "hf" or s.method == "ar" for s in out[n_before:]):
+                raise ValueError(f"method spec {full!r}: +static applies to specviz's drafting methods only")
+            out[n_before:] = [replace(s, key=f"{s.key}+static", label=f"{s.label}, head ids only (no context vocabulary)",
+                                      static=True) for s in out[n_before:]]
         if kern:
             out[n_before:] = [replace(s, key=f"{s.key}@{kern}", label=f"{s.label} [{KERNELS[kern]}]", kernels=kern)
                               for s in out[n_before:]]
@@ -204,8 +210,22 @@ def method_knobs(s: Setting) -> dict:
 def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
     """Decode one prompt with one setting; a record of plain values."""
     stock = s.kernels == "stock" or (s.kind == "hf" and not s.kernels)
-    with kernels.stock(*(lm.model for lm in pair.lms)) if stock else contextlib.nullcontext():
+    with kernels.stock(*(lm.model for lm in pair.lms)) if stock else contextlib.nullcontext(), \
+            head_only(pair.lms) if s.static else contextlib.nullcontext():
         return _run_one(pair, prompt, s, temperature, max_new_tokens, seed)
+
+
+@contextlib.contextmanager
+def head_only(lms):
+    """The drafters' reduced heads without their context vocabulary (`ModelConfig.context_vocab`) for one run."""
+    was = [lm.context_vocab for lm in lms]
+    for lm in lms:
+        lm.context_vocab = False
+    try:
+        yield
+    finally:
+        for lm, w in zip(lms, was):
+            lm.context_vocab = w
 
 
 def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
@@ -331,8 +351,9 @@ def parser() -> argparse.ArgumentParser:
                    help="ar, chain[:K], heuristic, specdecpp[:h], dyspec[:budget], dyspec-level[:t], dyspec-heap, "
                         "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all); a suffix "
                         "@stock or @skinny picks the linear-layer kernels (default: skinny for specviz methods, "
-                        "stock for Hugging Face), and +eagle or +model the drafter (default: EAGLE where the pair "
-                        "has one; Hugging Face always runs the standalone draft)")
+                        "stock for Hugging Face), +eagle or +model the drafter (default: EAGLE where the pair "
+                        "has one; Hugging Face always runs the standalone draft), +static a reduced draft head "
+                        "without the context vocabulary")
     p.add_argument("--dtype", nargs="+", choices=DTYPES, default=[ModelConfig().dtype],
                    help="one suite per dtype; every method of a suite uses it")
     p.add_argument("--seed", type=int, default=d.seed)

@@ -78,6 +78,8 @@ def _generate_parser(sub):
     p.add_argument("--draft", default=None, help="local folder or hub id (default: the draft shipped in models/)")
     p.add_argument("--eagle", default=None, help="EAGLE drafter folder ('none' = off; default: the shipped one "
                                                  "with the default pair)")
+    p.add_argument("--context-vocab", action=argparse.BooleanOptionalAction, default=ModelConfig().context_vocab,
+                   help="a reduced-vocabulary draft head also covers the tokens of its context (default: on)")
     p.add_argument("--drafter", choices=DRAFTERS, default=_D.drafter,
                    help="who drafts: the EAGLE drafter, the standalone draft, or auto (EAGLE where available)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -96,7 +98,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
     run = run_config(a)                                                   # validate before loading models
     prompts = [{"turns": [a.prompt]}] if a.prompt is not None else read_prompts(a.prompts, a.limit)
     t0 = time.perf_counter()
-    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=a.dtype, device=a.device),
+    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=a.dtype, device=a.device,
+                                 context_vocab=a.context_vocab),
                      progress=lambda m: print(m, file=sys.stderr))
     print(f"specviz: loaded {pair.info['target']} + {pair.info['draft']} ({pair.info['dtype']}, {pair.info['device']}) "
           f"in {time.perf_counter() - t0:.1f} s", file=sys.stderr)

@@ -113,7 +113,9 @@ def collect(pair: Pair, prompt_ids: Sequence[int], run: RunConfig, rounds: Seque
     seen = set(prompt_ids) | set(out) | {t for r in rounds for t in r.tree.tokens}
     stop = "eos" if out and out[-1] in pair.eos_ids else "length"
     from .methods import drafter_kind
-    models = {**pair.info, "drafter": drafter_kind(run, pair)}
+    kind = drafter_kind(run, pair)
+    lm = {"eagle": pair.eagle, "model": pair.draft}.get(kind)
+    models = {**pair.info, "drafter": kind, "context_vocab": bool(getattr(lm, "context_vocab", False))}
     return GenerationTrace(method=run.method, config=run.to_dict(), prompt_ids=tuple(prompt_ids),
                            output_ids=tuple(out), rounds=tuple(rounds), token_text=token_texts(pair.tokenizer, seen),
                            total_ms=total_ms, prompt_text=prompt_text, models=models, stop=stop)

@@ -60,10 +60,11 @@ def distribution_columns(q: torch.Tensor, y: torch.Tensor, support: torch.Tensor
 
 
 @torch.inference_mode()
-def target_entropy(lm, hidden: torch.Tensor) -> torch.Tensor:
-    """target_entropy from the target's post-norm hidden state(s) (..., H), through drafter `lm`'s output layer."""
+def target_entropy(lm, hidden: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+    """target_entropy from the target's post-norm hidden state(s) (..., H), through drafter `lm`'s output layer
+    (over its support; `context` (B, V): each row's own, for batched training rows, see `LM.logits`)."""
     flat = hidden.reshape(-1, hidden.shape[-1])
-    return entropy(torch.softmax(lm.logits(flat.to(lm.dtype)), -1)).reshape(hidden.shape[:-1])
+    return entropy(torch.softmax(lm.logits(flat.to(lm.dtype), context), -1)).reshape(hidden.shape[:-1])
 
 
 def new_index() -> NgramIndex:

@@ -40,10 +40,12 @@ class LM:
 
     `head_ids` (optional, sorted LongTensor) restricts the output layer to a vocabulary subset:
     logits outside it are -inf, so the softmax is exactly zero there (this keeps a reduced-vocabulary
-    draft lossless: the q it proposes from is the q the verifier sees).
+    draft lossless: the q it proposes from is the q the verifier sees). With `context_vocab`, every token
+    fed since the last `reset` joins that subset (`support`): a draft can then propose the names and rare
+    words of its prompt, which a frequency-ranked head lacks, for a few extra rows of the output layer.
     """
 
-    def __init__(self, model, head_ids: torch.Tensor | None = None, name: str = ""):
+    def __init__(self, model, head_ids: torch.Tensor | None = None, name: str = "", context_vocab: bool = False):
         self.model = model.eval()
         skinny = kernels.install(model) > 0    # few-row matmuls as tall-skinny gemms (CPU fp32; see kernels.py)
         self._linear = kernels.skinny_linear if skinny else torch.nn.functional.linear
@@ -56,10 +58,14 @@ class LM:
         self.head = model.get_output_embeddings()
         self.softcap = getattr(model.config, "final_logit_softcapping", None)
         self.head_ids = None
+        self.context_vocab = context_vocab and head_ids is not None
         if head_ids is not None:
             self.head_ids = head_ids.to(self.device).long()
             self.head_weight = self.head.weight.index_select(0, self.head_ids).contiguous()   # (Vsub, H)
+            self._head_mask = torch.zeros(self.vocab_size, dtype=torch.bool, device=self.device)
+            self._head_mask[self.head_ids] = True
         self.cache = DynamicCache(config=model.config)
+        self._reset_support()
         self.forwards = 0
         self.forward_ms = 0.0              # wall time spent in forward() (model body + output layer); CPU-exact
 
@@ -70,6 +76,42 @@ class LM:
 
     def reset(self) -> None:
         self.cache = DynamicCache(config=self.config)
+        self._reset_support()
+
+    # -- output vocabulary -------------------------------------------------------------------
+    @property
+    def support(self) -> torch.Tensor | None:
+        """Token ids outside which this LM's q is zero (None: the whole vocabulary); only grows until `reset`."""
+        return self._support_ids[:self._n_support] if self.head_ids is not None else None
+
+    def _reset_support(self) -> None:
+        if self.head_ids is None:
+            return
+        self._n_support = len(self.head_ids)        # a widened buffer keeps head_ids / head_weight in front
+        if not hasattr(self, "_support_ids"):
+            self._support_ids, self._support_weight = self.head_ids, self.head_weight
+        if self.context_vocab:
+            self._in_support = torch.zeros(self.vocab_size, dtype=torch.bool)
+            self._in_support[self.head_ids.cpu()] = True
+
+    def _widen_support(self, ids: Sequence[int]) -> None:
+        """Add the fed tokens `ids` that are not in the support yet (rows appended in place, buffers grown x2)."""
+        idt = torch.as_tensor(list(ids), dtype=torch.long)
+        new = idt[~self._in_support[idt]].unique()
+        if not len(new):
+            return
+        self._in_support[new] = True
+        n, m = self._n_support, self._n_support + len(new)
+        if m > len(self._support_ids) or self._support_ids is self.head_ids:
+            cap = max(m, len(self.head_ids) + 256, 2 * len(self._support_ids) - len(self.head_ids))
+            ids_buf = self.head_ids.new_empty(cap)
+            w_buf = self.head_weight.new_empty(cap, self.head_weight.shape[1])
+            ids_buf[:n], w_buf[:n] = self._support_ids[:n], self._support_weight[:n]
+            self._support_ids, self._support_weight = ids_buf, w_buf
+        new = new.to(self.device)
+        self._support_ids[n:m] = new
+        self._support_weight[n:m] = self.head.weight.index_select(0, new)
+        self._n_support = m
 
     def crop(self, n: int) -> None:
         """Keep the first n cached positions."""
@@ -113,6 +155,8 @@ class LM:
         id is then the number of positions it attends to, minus one.
         """
         t0 = time.perf_counter()
+        if self.context_vocab:
+            self._widen_support(ids)
         n, past = len(ids), self.length
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)          # (1, n)
         is_chain = parents is None or all(p == i - 1 for i, p in enumerate(parents))
@@ -148,14 +192,19 @@ class LM:
     def _after_forward(self, hidden: torch.Tensor) -> None:
         self.last_hidden = hidden             # every row of the last forward (the prefill's, for feature drafters)
 
-    def logits(self, h: torch.Tensor) -> torch.Tensor:
-        """(n, H) hidden -> (n, V) fp32 logits over the full vocabulary."""
+    def logits(self, h: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        """(n, H) hidden -> (n, V) fp32 logits over the full vocabulary, -inf outside the support. `context` (n, V)
+        bool, for rows run in a batch outside `forward` (training data): with `context_vocab`, each row's own
+        context tokens join head_ids in place of the fed ones."""
         if self.head_ids is None:
             x = self.head(h).float()
+        elif context is not None and self.context_vocab:
+            x = self.head(h).float().masked_fill(~(context.to(h.device) | self._head_mask), float("-inf"))
         else:
-            sub = self._linear(h, self.head_weight).float()                     # (n, Vsub)
+            n = self._n_support
+            sub = self._linear(h, self._support_weight[:n]).float()              # (n, Vsub)
             x = torch.full((h.shape[0], self.vocab_size), float("-inf"), device=h.device)
-            x[:, self.head_ids] = sub
+            x[:, self._support_ids[:n]] = sub
         if self.softcap:
             x = torch.tanh(x / self.softcap) * self.softcap
         return x

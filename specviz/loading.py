@@ -225,7 +225,7 @@ def _load_shipped_draft(folder: Path, target_model, dtype, device):
     return model.to(device), head_ids
 
 
-def load_eagle(folder: str | Path, target_model, dtype=None, device=None):
+def load_eagle(folder: str | Path, target_model, dtype=None, device=None, context_vocab: bool = ModelConfig.context_vocab):
     """An EAGLE drafter folder (config.json + eagle.safetensors) on top of `target_model` -> `EagleLM`."""
     from safetensors.torch import load_file
     from transformers import AutoConfig
@@ -255,7 +255,7 @@ def load_eagle(folder: str | Path, target_model, dtype=None, device=None):
     if unexpected or any(k not in ("model.embed_tokens.weight", "lm_head.weight") for k in missing):
         raise ValueError(f"{folder / 'eagle.safetensors'} does not match an EAGLE drafter: "
                          f"missing {missing}, unexpected {unexpected}")
-    return EagleLM(model.to(device).eval(), head_ids=head_ids, name="eagle")
+    return EagleLM(model.to(device).eval(), head_ids=head_ids, name="eagle", context_vocab=context_vocab)
 
 
 def check_tokenizers(tok_t, tok_d, t_name: str, d_name: str) -> None:
@@ -301,7 +301,8 @@ def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
         raise ValueError("target and draft output layers have different vocabulary sizes: "
                          f"{target.get_output_embeddings().weight.shape[0]} vs {draft.get_output_embeddings().weight.shape[0]}")
     info = {"target": cfg.target or DEFAULT_TARGET, "draft": cfg.draft or "specviz default draft" if draft is not target else "target (self-draft)",
-            "dtype": dtype_name, "device": str(device), "load_s": round(time.perf_counter() - t0, 2)}
+            "dtype": dtype_name, "device": str(device), "load_s": round(time.perf_counter() - t0, 2),
+            "context_vocab": cfg.context_vocab}
     if cfg.draft is None and draft is target:
         info["draft"] = "target (self-draft)"
     # the shipped EAGLE drafter comes with the default pair only: a user who names a draft gets that draft
@@ -309,10 +310,11 @@ def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
     eagle = None
     if eagle_src and eagle_src != "none":
         if Path(eagle_src, "eagle.safetensors").exists() or cfg.eagle is not None:
-            eagle = load_eagle(eagle_src, target, dtype, device)
+            eagle = load_eagle(eagle_src, target, dtype, device, cfg.context_vocab)
             shipped = Path(eagle_src).resolve() == Path(DEFAULT_EAGLE).resolve()
             info["eagle"] = "specviz default EAGLE drafter" if shipped else eagle_src
-    return Pair(LM(target, name="target"), LM(draft, head_ids=head_ids, name="draft"), tok, info, eagle)
+    draft_lm = LM(draft, head_ids=head_ids, name="draft", context_vocab=cfg.context_vocab)
+    return Pair(LM(target, name="target"), draft_lm, tok, info, eagle)
 
 
 def tiny_llama(vocab: int = 64, layers: int = 2, hidden: int = 32, seed: int = 0, dtype=torch.float32):

@@ -211,7 +211,7 @@ class SpecDecPPDrafter(DraftLMDrafter):
         if not self.head.inputs:
             return None
         dev = q.device                                      # built where the head runs: no host round trip
-        dist = head_inputs.distribution_columns(q, torch.tensor(y, device=dev), getattr(self.lm, "head_ids", None))
+        dist = head_inputs.distribution_columns(q, torch.tensor(y, device=dev), self.lm.support)
         copy = head_inputs.copy_columns(self.index, drafted, y) if self.index is not None else (0.0, 0.0)
         return head_inputs.columns(dist, torch.tensor(float(self.sampling.greedy), device=dev),
                                    torch.tensor(depth, device=dev), torch.tensor(copy, device=dev),

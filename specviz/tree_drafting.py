@@ -44,7 +44,7 @@ def draw_order(D: torch.Tensor, k: int, rng: torch.Generator, greedy: bool,
     E ~ Exp(1), and the descending order of the keys is distributed exactly as drawing one token at a time
     from what is left, renormalised (Efraimidis-Spirakis; Gumbel top-k). One vectorised step per node
     instead of one pass over the vocabulary per draw; rows stop early where D's support runs out.
-    `cols` (sorted ids), when given, must hold D's whole support (a reduced-vocabulary draft's head):
+    `cols` (distinct ids), when given, must hold D's whole support (a reduced-vocabulary draft's head):
     keys are drawn over those columns only, which is the same distribution at a fraction of the cost.
     """
     Dc = D if cols is None else D.index_select(-1, cols)                             # (n, C)
@@ -207,7 +207,7 @@ class TreeDrafter(DraftLMDrafter):
                 D[i, y] = 0.0
                 if scale[i] > 0:
                     D[i] /= D[i].sum()
-        toks, probs = draw_order(D, self.max_children, self.rng, self.sampling.greedy, self.lm.head_ids)
+        toks, probs = draw_order(D, self.max_children, self.rng, self.sampling.greedy, self.lm.support)
         for i, u in enumerate(nodes):
             self.D[u] = D[i]
             self.order[u] = (toks[i], probs[i]) if scale[i] > 0 else ([], [])

@@ -112,3 +112,28 @@ def test_kernel_suffix_tags_a_setting():
     assert method_knobs(got["dyspec:8@stock"])["dyspec"].budget == 8 and got["ar"].kernels == ""
     with pytest.raises(ValueError, match="after '@'"):
         parse_settings(["chain:2@fast"], BenchConfig(), ["ar", "chain"])
+
+
+def test_static_suffix_runs_a_reduced_head_without_its_context_vocabulary():
+    import torch
+    from specviz.bench import head_only
+    from specviz.config import ChainConfig, RunConfig
+    from specviz.decode import generate
+    from specviz.lm import LM
+    from specviz.loading import Pair, tiny_llama
+    got = {s.key: s for s in parse_settings(["chain:2+static", "dyspec:4+copy+static"], BenchConfig(),
+                                             ["ar", "chain", "dyspec"])}
+    assert got["chain:2+static"].static and got["dyspec:4+copy+static"].copy and got["dyspec:4+copy+static"].static
+    assert not got["ar"].static
+    for bad in ("hf-assist+static", "ar+static"):
+        with pytest.raises(ValueError, match="static"):
+            parse_settings([bad], BenchConfig(), ["ar", "chain"])
+    target = tiny_llama(vocab=64, seed=0)
+    pair = Pair(LM(target), LM(tiny_llama(vocab=64, seed=1), head_ids=torch.arange(0, 64, 2), context_vocab=True),
+                None, {}, None)
+    run = RunConfig(method="chain", chain=ChainConfig(2), max_new_tokens=8)
+    assert generate(pair, [3, 5, 7], run).models["context_vocab"]
+    with head_only(pair.lms):
+        trace = generate(pair, [3, 5, 7], run)
+        assert not trace.models["context_vocab"] and all(t % 2 == 0 for r in trace.rounds for t in r.tree.tokens[1:])
+    assert pair.draft.context_vocab

@@ -110,7 +110,8 @@ def test_shipped_draft_loads_with_reduced_head():
     assert pair.draft.config.hidden_size == pair.target.config.hidden_size
     out = pair.draft.forward([1, 9690, 198])
     outside = torch.ones(pair.draft.vocab_size, dtype=torch.bool)
-    outside[pair.draft.head_ids] = False
+    outside[pair.draft.support] = False                      # the head ids and the three context tokens
+    assert len(pair.draft.support) <= len(pair.draft.head_ids) + 3
     assert torch.isinf(out.logits[:, outside]).all() and torch.isfinite(out.logits[:, ~outside]).all()
 
 
@@ -238,3 +239,38 @@ def test_target_written_prompts_are_finished_distinct_and_seeded():
     tok.chat_template = None
     with pytest.raises(ValueError, match="chat template"):
         selfprompts.user_prefix(tok)
+
+
+def test_held_out_matches_see_only_the_context_so_far():
+    """The held-out evaluation runs each sequence in one forward; with a context vocabulary its row for position
+    t + 1 must cover ids_<=t only, exactly what token-by-token decoding covers."""
+    from specviz.lm import LM
+    from specviz.train.draft_eval import matches
+    from specviz.train.draft import context_head
+    m = tiny_llama(vocab=64, layers=2, hidden=32)
+    data = _data(m, n=6, new=10)
+    draft = LM(tiny_llama(vocab=64, layers=1, hidden=32, seed=3), head_ids=torch.arange(0, 64, 4), context_vocab=True)
+    got, _ = matches(draft, data)
+    for s in range(len(data)):
+        ids, P, _ = data.sequence(s)
+        draft.reset()
+        draft.forward(ids[:P - 1].tolist())
+        step = [int(draft.forward([int(ids[t])]).logits[-1].argmax()) == int(ids[t + 1]) for t in range(P - 1, len(ids) - 1)]
+        assert got[s].tolist() == step
+    x = torch.tensor([[7, 9, 7, 11]])                       # the training loss's support: the same rule
+    slot = torch.full((64,), -1)
+    slot[torch.arange(0, 64, 4)] = torch.arange(16)
+    w, sl, allow = context_head(x, torch.ones_like(x, dtype=torch.bool), torch.tensor([[0, 0], [0, 1], [0, 2]]),
+                                torch.randn(16, 32), slot, torch.randn(64, 32))
+    assert allow[:, 16:].tolist() == [[True, False, False], [True, True, False], [True, True, False]]
+
+
+def test_coverage_counts_head_ids_and_the_context_before_each_token():
+    from specviz.train.draft_eval import coverage
+    from specviz.train.data import Distill
+    tokens = torch.tensor([1, 7, 9, 4, 7, 30], dtype=torch.int32)       # prompt 1 7 9, answer 4 7 30
+    data = Distill(tokens=tokens, starts=torch.tensor([0, 6]), prompt_len=torch.tensor([3], dtype=torch.int32),
+                   resp=torch.tensor([0, 3]), top_ids=torch.zeros(3, 1, dtype=torch.int32),
+                   top_lp=torch.zeros(3, 1, dtype=torch.float16), greedy=torch.tensor([True]), meta=[{}])
+    got = coverage(data, torch.tensor([1, 4]))
+    assert got == {"size": 2, "head": 1 / 3, "head_and_context": 2 / 3}   # 4 in the head, 7 in the context, 30 in neither

@@ -17,14 +17,14 @@ from specviz.train.eagle import save_eagle
 PROMPT = [5, 9, 3, 17, 4]
 
 
-def eagle_for(target, seed=0, head_ids=None, copy=False):
+def eagle_for(target, seed=0, head_ids=None, copy=False, context_vocab=False):
     m = build_eagle(target, init_layer=0)
     if copy:                                                # the prompt-lookup input, n-grams up to 3
         add_copy_input(m, 3, gain=2.0)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():                                   # random fc: the features (and copies) really steer the draft
         m.eagle_fc.weight.copy_(torch.randn(m.eagle_fc.weight.shape, generator=g) * 0.2)
-    return EagleLM(m, head_ids=head_ids)
+    return EagleLM(m, head_ids=head_ids, context_vocab=context_vocab)
 
 
 def eagle_pair(vocab=64, seed=0, **kw):
@@ -182,14 +182,20 @@ def test_cache_holds_only_exactly_read_committed_tokens_between_rounds(copy):
 V, N = 12, 2000
 
 
-@pytest.mark.parametrize("method,knobs,copy", [("chain", {"chain": ChainConfig(2)}, False),
-                                               ("dyspec", {"dyspec": DySpecConfig(budget=4, level_threshold=0.0)}, False),
-                                               ("dyspec", {"dyspec": DySpecConfig(budget=4, level_threshold=0.0)}, True)])
-def test_sampled_tokens_follow_the_target_with_eagle(method, knobs, copy):
+TREE = {"dyspec": DySpecConfig(budget=4, level_threshold=0.0)}
+
+
+@pytest.mark.parametrize("method,knobs,copy,ctx", [("chain", {"chain": ChainConfig(2)}, False, False),
+                                                   ("dyspec", TREE, False, False), ("dyspec", TREE, True, False),
+                                                   ("chain", {"chain": ChainConfig(2)}, False, True),
+                                                   ("dyspec", TREE, True, True)])
+def test_sampled_tokens_follow_the_target_with_eagle(method, knobs, copy, ctx):
+    """ctx: a reduced head (ids 0..3) with the context vocabulary: the support holds the prompt's 5 and 7 from the
+    start and grows with the first committed token when that one is outside it."""
     target = tiny_llama(vocab=V, layers=1, hidden=16, seed=21)
     target.generation_config.eos_token_id = None
     pair = Pair(LM(target), LM(tiny_llama(vocab=V, layers=1, hidden=16, seed=22)), None, {},
-                eagle_for(target, 3, copy=copy))
+                eagle_for(target, 3, copy=copy, head_ids=torch.arange(4) if ctx else None, context_vocab=ctx))
     prompt = [3, 7, 5, 3]
     counts = torch.zeros(2, V)
     for seed in range(N):
@@ -204,6 +210,24 @@ def test_sampled_tokens_follow_the_target_with_eagle(method, knobs, copy):
                                  SamplingConfig(temperature=1.0))).sum(0)
     for c, p in ((counts[0], p1), (counts[1], p2)):
         assert chisquare(c.numpy(), (p / p.sum() * N).numpy()).pvalue > 1e-3
+
+
+def test_context_vocabulary_covers_the_context_only():
+    """With context_vocab the drafter's q is positive on its head ids and the tokens fed since reset, exactly zero
+    elsewhere; a reset forgets the context; without it the head alone."""
+    target = tiny_llama(vocab=64, seed=0)
+    ids = torch.tensor([2, 5, 7])
+    for ctx in (True, False):
+        e = eagle_for(target, 1, head_ids=ids, context_vocab=ctx)
+        e.add_target_features(0, torch.randn(4, 32))
+        q = torch.softmax(e.forward([40, 9, 50, 7]).logits[-1], -1)
+        want = [2, 5, 7, 9, 40, 50] if ctx else [2, 5, 7]
+        assert q.nonzero().flatten().tolist() == want and sorted(e.support.tolist()) == want
+        e.reset()
+        assert torch.softmax(e.forward([60]).logits[-1], -1).nonzero().flatten().tolist() == ([2, 5, 7, 60] if ctx else [2, 5, 7])
+        for n in range(8, 64, 3):                             # the support buffer grows past its first capacity
+            e.forward(list(range(n - 3, n)))
+        assert len(e.support) == len(set(e.support.tolist()))
 
 
 def test_reduced_head_is_exactly_zero_outside():

@@ -27,7 +27,9 @@ def test_default_target_greedy_chain_matches_autoregressive(real_pair):
 
 def test_default_pair_copies_from_the_context_losslessly(real_pair):
     """Prompt lookup alone, inside DySpec and switched with SpecDec++ (EAGLE drafter): greedy output equals the target's own; on a prompt
-    that asks for repetition copies are accepted, and with this machine's stored verify curve they go past k."""
+    that asks for repetition copies are accepted, and with this machine's stored verify curve a copy round goes past k
+    (lookup, SpecDec++; DySpec's copies compete with the drafter's own nodes, and the stage-8 drafter, which proposes
+    the context's tokens itself, wins those rounds with copies of at most k)."""
     from dataclasses import replace
 
     ids = encode_prompt(real_pair.tokenizer, "Fix the spelling in this sentence and write it out again: The quik brown "
@@ -40,5 +42,5 @@ def test_default_pair_copies_from_the_context_losslessly(real_pair):
         assert tr.output_ids == ar.output_ids, run.method
         accepted = [c for r in tr.rounds for c in r.accepted_path if c in (r.copied or ())]
         assert len(accepted) >= 10 and len(tr.rounds) < 0.75 * len(ar.rounds)
-        if real_pair.info["device"] == "cpu" and real_pair.info["dtype"] == "fp32":
+        if real_pair.info["device"] == "cpu" and real_pair.info["dtype"] == "fp32" and run.method != "dyspec":
             assert max(len(r.copied or ()) for r in tr.rounds) > run.lookup.k

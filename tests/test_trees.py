@@ -300,7 +300,7 @@ class BigramLM:
 
     def __init__(self, table: torch.Tensor):
         self.table, self.vocab_size, self.device = table, table.shape[0], torch.device("cpu")
-        self.head_ids = None                                       # full vocabulary, like an LM without a reduced head
+        self.head_ids = self.support = None                        # full vocabulary, like an LM without a reduced head
         self.model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=[]))
         self.tokens: list[int] = []
 

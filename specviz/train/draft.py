@@ -62,15 +62,42 @@ def own_state(draft) -> dict[str, torch.Tensor]:
 # -- loss ------------------------------------------------------------------------------------
 
 def distill_loss(hidden: torch.Tensor, head_w: torch.Tensor, slot: torch.Tensor, top_ids: torch.Tensor,
-                 top_lp: torch.Tensor) -> torch.Tensor:
+                 top_lp: torch.Tensor, allow: torch.Tensor | None = None) -> torch.Tensor:
     """Mean cross-entropy of q = softmax(hidden @ head_w.T) (n, V') to the target's top-k restricted to V'.
 
-    hidden (n, H); head_w (V', H); slot (V,) = index in V' or -1; top_ids / top_lp (n, k)."""
-    logq = torch.log_softmax(hidden @ head_w.T, -1)                                   # (n, V')
+    hidden (n, H); head_w (V', H); slot (V,) = index in V' or -1; top_ids / top_lp (n, k); allow (n, V'): the
+    columns each row's q covers (`context_head`; None: all)."""
+    logits = hidden @ head_w.T                                                        # (n, V')
+    if allow is not None:
+        logits = logits.masked_fill(~allow, float("-inf"))
+    logq = torch.log_softmax(logits, -1)
     s = slot[top_ids.long()]                                                          # (n, k)
-    p = top_lp.float().exp() * (s >= 0)
+    ok = s >= 0
+    if allow is not None:
+        ok &= allow.gather(1, s.clamp(min=0))
+    p = top_lp.float().exp() * ok
     p = p / p.sum(-1, keepdim=True).clamp(min=1e-9)
-    return -(p * logq.gather(1, s.clamp(min=0))).sum(-1).mean()
+    return -torch.where(ok, p * logq.gather(1, s.clamp(min=0)), 0.0).sum(-1).mean()
+
+
+def context_head(x: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, head_w: torch.Tensor, slot: torch.Tensor,
+                 emb: torch.Tensor):
+    """The output layer a context vocabulary (`ModelConfig.context_vocab`) gives a training batch: V' plus the
+    batch's E tokens outside it, each usable by a row once its own sequence has held it up to the row's position
+    (the drafter predicting position t + 1 has been fed x_<=t).
+
+    x, valid (B, L) ids and mask; pos (n, 2) each row's (sequence, position) -> head_w (V'+E, H), slot (V,),
+    allow (n, V'+E) or None (no token outside V')."""
+    ext = x[valid & (slot[x] < 0)].unique()                                           # (E,)
+    if not len(ext):
+        return head_w, slot, None
+    hit = (x[:, :, None] == ext) & valid[:, :, None]                                  # (B, L, E)
+    first = torch.where(hit.any(1), hit.float().argmax(1), x.shape[1])                # (B, E) first position held
+    allow = torch.cat([torch.ones(len(pos), len(head_w), dtype=torch.bool),
+                       first[pos[:, 0]] <= pos[:, 1, None]], 1)                      # (n, V'+E)
+    slot = slot.clone()
+    slot[ext] = len(head_w) + torch.arange(len(ext))
+    return torch.cat([head_w, emb[ext].to(head_w.dtype)]), slot, allow
 
 
 def batch_plan(data: Distill, batch_tokens: int, steps: int, seed: int) -> list[list[int]]:

@@ -44,17 +44,41 @@ def heldout_data(pair, n: int, folder: Path, new_tokens: int = 128) -> Distill:
 
 @torch.inference_mode()
 def matches(draft, data: Distill) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Per sequence, m_i with the draft's reduced head (as the engine runs it) and with its full head."""
+    """Per sequence, m_i with the draft's reduced head (as the engine runs it: with a context vocabulary, the row
+    predicting position t + 1 covers ids_<=t, not the whole sequence the one forward was fed) and with its full head."""
     reduced, full = [], []
     for s in range(len(data)):
         ids, P, rows = data.sequence(s)
         want = ids[P:]
         draft.reset()
         out = draft.forward(ids[:-1].tolist(), rows=slice(P - 1, None))                  # (R, V)
-        reduced.append(out.logits.argmax(-1) == want)
+        ctx = None
+        if getattr(draft, "context_vocab", False):
+            ctx = torch.zeros(len(want), draft.vocab_size, dtype=torch.bool)
+            ctx[0, ids[:P]] = True
+            for r in range(1, len(want)):
+                ctx[r] = ctx[r - 1]
+                ctx[r, ids[P + r - 1]] = True
+        reduced.append(draft.logits(out.hidden, ctx).argmax(-1) == want)
         full.append(draft.head(out.hidden).float().argmax(-1) == want)
     draft.reset()
     return reduced, full
+
+
+def coverage(data: Distill, head_ids: torch.Tensor) -> dict:
+    """How often the target's greedy token lies in a reduced head's ids, and in those ids or the context before it
+    (what a context vocabulary covers, `ModelConfig.context_vocab`): the ceilings of the draft's agreement."""
+    in_head = torch.zeros(max(int(data.tokens.max()), int(head_ids.max())) + 1, dtype=torch.bool)
+    in_head[head_ids] = True
+    head = ctx = n = 0
+    for s in range(len(data)):
+        ids, P, _ = data.sequence(s)
+        for t in range(P, len(ids)):
+            x = int(ids[t])
+            head += bool(in_head[x])
+            ctx += bool(in_head[x]) or bool((ids[:t] == x).any())
+            n += 1
+    return {"size": len(head_ids), "head": head / max(n, 1), "head_and_context": ctx / max(n, 1)}
 
 
 def accepted(m: list[torch.Tensor], K: int) -> tuple[float, list[float]]:

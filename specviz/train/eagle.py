@@ -33,7 +33,7 @@ from ..eagle import (COPY_KEY, FC_KEY, add_copy_input, build_eagle, copy_ngram, 
                      previous_features, uses_copy)
 from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
 from .data import Distill, batches, merge
-from .draft import HEAD_KEY, batch_plan, distill_loss
+from .draft import HEAD_KEY, batch_plan, context_head, distill_loss
 from .eagle_eval import run_eval, write_card
 from .loop import adamw, optimise, resume
 
@@ -103,15 +103,23 @@ def _lookups(model, x, valid):
     return lookup_tensors([row[v].tolist() for row, v in zip(x, valid)], copy_ngram(model), x.shape[1])
 
 
+def _head(model, x, valid, pos, head_w, slot, cfg: EagleTrainConfig):
+    """(head_w, slot, allow) of a batch: V' alone, or with `context_vocab` V' and each row's context (`context_head`)."""
+    if not cfg.context_vocab:
+        return head_w, slot, None
+    return context_head(x, valid, pos, head_w, slot, model.get_input_embeddings().weight.detach())
+
+
 def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, scale: float, gen=None):
     x, f, valid, rows, pos = _batch(data, feats, seqs)
     fin = previous_features(f)
     if cfg.noise > 0:
         fin = fin + torch.randn(fin.shape, generator=gen) * (cfg.noise * scale)
     total, parts, copy = 0.0, {}, _lookups(model, x, valid)
+    head_w, slot, allow = _head(model, x, valid, pos, head_w, slot, cfg)
     for k in (1, 2):
         h = _pass(model, x, fin, copy)
-        ce = distill_loss(h[pos[:, 0], pos[:, 1]], head_w, slot, data.top_ids[rows], data.top_lp[rows])
+        ce = distill_loss(h[pos[:, 0], pos[:, 1]], head_w, slot, data.top_ids[rows], data.top_lp[rows], allow)
         reg = F.smooth_l1_loss(h[valid] / scale, f[valid] / scale)
         total = total + ce + cfg.feat_weight * reg
         parts[f"ce{k}"] = float(ce.detach())
@@ -120,17 +128,19 @@ def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, sca
 
 
 @torch.no_grad()
-def agreement(model, data: Distill, feats, head_w, slot, limit: int = 4000) -> tuple[float, float]:
+def agreement(model, data: Distill, feats, head_w, slot, cfg: EagleTrainConfig,
+              limit: int = 4000) -> tuple[float, float]:
     """Teacher-forced argmax agreement at response positions: (exact inputs f_{t-1}, inputs f^_{t-1})."""
     hit1 = hit2 = tot = 0
     for s in range(len(data)):
         x, f, valid, rows, pos = _batch(data, feats, [s])
         copy = _lookups(model, x, valid)
+        w, sl, allow = _head(model, x, valid, pos, head_w, slot, cfg)
         h1 = _pass(model, x, previous_features(f), copy)
         h2 = _pass(model, x, previous_features(h1), copy)
-        want = slot[data.top_ids[rows, 0].long()]
-        p1 = (h1[pos[:, 0], pos[:, 1]] @ head_w.T).argmax(-1)
-        p2 = (h2[pos[:, 0], pos[:, 1]] @ head_w.T).argmax(-1)
+        want = sl[data.top_ids[rows, 0].long()]
+        p1, p2 = [(h[pos[:, 0], pos[:, 1]] @ w.T).masked_fill(~allow, float("-inf")).argmax(-1) if allow is not None
+                  else (h[pos[:, 0], pos[:, 1]] @ w.T).argmax(-1) for h in (h1, h2)]
         hit1 += int((p1 == want).sum())
         hit2 += int((p2 == want).sum())
         tot += len(want)
@@ -162,7 +172,7 @@ def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ck
     gen = torch.Generator().manual_seed(cfg.seed + start)
 
     def held_out() -> dict:
-        a1, a2 = agreement(model, held, held_feats, head_w, slot)
+        a1, a2 = agreement(model, held, held_feats, head_w, slot, cfg)
         return {"heldout_agreement": round(a1, 4), "heldout_agreement_own_features": round(a2, 4)}
 
     def one_step(step: int):
@@ -276,7 +286,8 @@ def main(argv=None) -> None:
     if cfg.copy_input:                                       # a zero third block: step 0 is the drafter it starts from
         add_copy_input(model, LookupConfig().max_ngram, cfg.copy_gain)
     key = (f"{'warm-' + digest_file(Path(a.warm_start) / 'eagle.safetensors') + '-' if a.warm_start else ''}s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-n{cfg.noise}-w{cfg.feat_weight}"
-           f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}-seed{cfg.seed}")
+           f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
+           f"{'-ctx' if cfg.context_vocab else ''}-seed{cfg.seed}")
     ckpt = work / f"eagle-{key}-n{len(data)}.ckpt.safetensors"
     history = train(model, data, feats, held, held_f, ids_v, cfg, ckpt, on_checkpoint=lambda: save_eagle(model, ids_v, out))
     save_eagle(model, ids_v, out)

@@ -71,7 +71,8 @@ def run_eval(out: Path, work: Path, cfg: EagleTrainConfig) -> dict:
     pair = load_pair(ModelConfig(dtype="bf16", device="cpu"))
     data = draft_eval.heldout_data(pair, cfg.eval_prompts, work / "eval-data", 128)
     eagle = load_eagle(out, pair.target.model)
-    res = evaluate(pair, eagle, data)
+    res = {**evaluate(pair, eagle, data), "context_vocab": eagle.context_vocab,
+           "coverage": draft_eval.coverage(data, eagle.head_ids)}
     from ..decode import encode_prompt
     res["cost"] = step_costs(replace(pair, draft=eagle), encode_prompt(pair.tokenizer, COST_PROMPT))
     c = res["cost"]
@@ -82,7 +83,11 @@ def run_eval(out: Path, work: Path, cfg: EagleTrainConfig) -> dict:
 
 def table(res: dict) -> str:
     c = res["cost"]
-    lines = [f"Held-out: {res['prompts']} Spec-Bench prompts, {res['positions']} target greedy positions (bf16).", "",
+    lines = [f"Held-out: {res['prompts']} Spec-Bench prompts, {res['positions']} target greedy positions (bf16), "
+             f"{'the head ids and the context' if res.get('context_vocab') else 'the head ids alone'} as the drafter's "
+             "vocabulary."] + ([f"The target's greedy token is one of the {res['coverage']['size']} head ids "
+                                f"at {res['coverage']['head']:.1%} of these positions, a head id or a token of the context "
+                                f"before it at {res['coverage']['head_and_context']:.1%}."] if res.get("coverage") else []) + ["",
              f"- greedy agreement at the first drafted token: **{res['agreement']:.3f}**",
              f"- step time (bf16, one token, warm cache): target {c['target_ms']:.1f} ms, drafter {c['draft_ms']:.2f} ms, "
              f"**c = {c['c']:.3f}**", "",
@@ -107,7 +112,8 @@ def _previous(prev: dict | None) -> str:
         lines.append(f"- stage {i} of {len(stages) + 1} (each later stage continues with `--warm-start`): {c['steps']} "
                      f"steps, lr {c['lr']}, {c.get('doc_prompts', 64)} long-context prompts, "
                      f"{c.get('broad_prompts', 0)} prompts over real text, {c.get('self_prompts', 0)} target-written "
-                     f"prompts{_real(c)}{_counts(c)}{_copy_stage(c)}, feature loss weight "
+                     f"prompts{_real(c)}{_counts(c)}{_copy_stage(c)}"
+                     f"{', loss over the context vocabulary' if c.get('context_vocab') else ''}, feature loss weight "
                      f"{c['feat_weight']}, {p['train_min']:.1f} min; validation agreement {h['heldout_agreement']:.3f} / "
                      f"{h['heldout_agreement_own_features']:.3f} (own features)"
                      + (f"; Spec-Bench agreement {p['agreement']:.3f}" if p.get("agreement") else ""))
@@ -127,6 +133,11 @@ def _counts(c: dict) -> str:
     base = DraftTrainConfig()
     g, s = c.get("greedy_prompts", base.greedy_prompts), c.get("sampled_prompts", base.sampled_prompts)
     return "" if (g, s) == (base.greedy_prompts, base.sampled_prompts) else f", {g} greedy / {s} sampled composed prompts"
+
+
+def _ctx_loss(cfg: EagleTrainConfig) -> str:
+    return (" and each position's context up to it (`--context-vocab`: q as the engine's context vocabulary "
+            "forms it)") if cfg.context_vocab else ""
 
 
 def _copy_stage(c: dict) -> str:
@@ -197,7 +208,8 @@ def write_card(out: Path, cfg: EagleTrainConfig, facts: dict, res: dict | None) 
 
 A feature-level drafter (`specviz/eagle.py`): g_t = {_g(cfg, facts)}, one Llama decoder layer over its own
 KV cache, the target's final norm shape, and the target's tied output layer restricted to the
-{facts['head_size']} token ids of the standalone draft (`specviz.head_ids`). f is the target's post-norm last
+{facts['head_size']} token ids of the standalone draft (`specviz.head_ids`) and, in the engine
+(`ModelConfig.context_vocab`, on by default), every token of its context. f is the target's post-norm last
 hidden state; drafted tokens whose parent the target has not run read the drafter's own prediction.{_copy_text(cfg, facts)}
 `eagle.safetensors` ({mb:.1f} MB, bf16) holds fc, the layer and the norm{_copy_key(cfg, facts)}; embeddings are the target's.
 Hugging Face assisted generation cannot drive a feature drafter: the standalone draft in
@@ -212,7 +224,7 @@ This stage: `{command(cfg, facts)}`
   {facts['feature_min']:.1f} min in this run, cached shards and features reused); {facts['held_seqs']}
   greedy sequences held out for validation.
 - loss: two passes per batch (exact input features with {cfg.noise} x scale Gaussian noise, then the drafter's own
-  detached features); each: cross-entropy to the target's top-32 over the reduced vocabulary + {cfg.feat_weight} x
+  detached features); each: cross-entropy to the target's top-32 over the reduced vocabulary{_ctx_loss(cfg)} + {cfg.feat_weight} x
   smooth-L1 of the standardised feature error.
 - optimisation: AdamW (0.9 / 0.98), lr {cfg.lr}, {cfg.warmup} warm-up steps, cosine to 10 %, {cfg.steps} steps of <=
   {cfg.batch_tokens} tokens, grad clip 1.0, fp32 on CPU ({facts['threads']} threads): {facts['train_min']:.1f} min.

@@ -119,10 +119,10 @@ def split_by_prompt(data: HeadData, n_prompts: int, fraction: float, rng: torch.
 
 # -- command -----------------------------------------------------------------------------------
 
-def _data_key(cfg: HeadTrainConfig, pair_id: str) -> str:
+def _data_key(cfg: HeadTrainConfig, pair_id: str, context_vocab: bool = False) -> str:
     fields = {k: v for k, v in asdict(cfg).items() if k in ("prompts", "new_tokens", "gen_batch", "greedy_fraction",
                                                             "mixing_ratio", "seed")}
-    layout = [CATALOG, "features_before"]                     # what a shard holds besides the features
+    layout = [CATALOG, "features_before"] + (["context_vocab"] if context_vocab else [])   # what a shard holds besides the features
     return hashlib.sha256(json.dumps([fields, pair_id, layout], sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -161,7 +161,7 @@ def main(argv=None) -> None:
     digest = file_digest(Path(folder) / ("eagle.safetensors" if a.eagle else "draft.safetensors"))
     rng = make_rng(cfg.seed)
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
-    folder_data = cache_dir() / "train" / f"head-data-{_data_key(cfg, pair.info['target'] + digest + a.dtype)}"
+    folder_data = cache_dir() / "train" / f"head-data-{_data_key(cfg, pair.info['target'] + digest + a.dtype, drafter.context_vocab)}"
     bar = tqdm(total=len(prompts) * cfg.new_tokens, desc="head data", unit="tok")
     pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
     data = build_head_data(pair.target, drafter, prompts, cfg, pair.eos_ids, pad, bar.update, folder_data)
@@ -176,7 +176,7 @@ def main(argv=None) -> None:
     best = min(history, key=lambda h: h["loss"])
     final = {"epoch": best["epoch"], **evaluate(head, heldout, cfg.reject_weight)}
     drafter_name = pair.drafter_name(pair.eagle if a.eagle else pair.draft)
-    meta = {"target": pair.info["target"], "draft": drafter_name, "draft_sha256": digest,
+    meta = {"target": pair.info["target"], "draft": drafter_name, "draft_sha256": digest, "context_vocab": drafter.context_vocab,
             "recipe": asdict(cfg), "heldout": final, "train_rows": len(fit.label), "val_rows": len(val.label),
             "val_history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()
                              if k in ("epoch", "loss", "auc")} for h in history],

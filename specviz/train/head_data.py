@@ -98,6 +98,15 @@ def _left_pad(prompts: list[list[int]], pad: int, device) -> tuple[torch.Tensor,
     return ids.to(device), mask.to(device)
 
 
+def _context(ids: torch.Tensor, mask: torch.Tensor, vocab: int) -> torch.Tensor:
+    """(B, V) bool: the tokens of each left-padded row (the draft's context vocabulary, `LM.logits`); grown in place
+    with each drawn token as the rows go on."""
+    seen = torch.zeros(len(ids), vocab, dtype=torch.bool, device=ids.device)
+    real = mask[:, :ids.shape[1]].bool()
+    seen[torch.arange(len(ids), device=ids.device)[:, None].expand_as(ids)[real], ids[real]] = True
+    return seen
+
+
 def _draw(probs: torch.Tensor, greedy: bool, rng: torch.Generator) -> torch.Tensor:
     if greedy:
         return probs.argmax(-1)
@@ -168,9 +177,11 @@ def _token_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
     dist = torch.zeros(B, T, 4, device=dev)
     alive = torch.ones(B, T, dtype=torch.bool, device=dev)
     live = torch.ones(B, dtype=torch.bool, device=dev)
+    seen, rows = _context(ids, mask, draft.vocab_size), torch.arange(B, device=dev)
     for t in range(T):
-        p, q = warp(target.logits(h_t), regime), warp(draft.logits(h_d), regime)            # (B, V)
+        p, q = warp(target.logits(h_t), regime), warp(draft.logits(h_d, seen), regime)      # (B, V)
         x = _draw(p, greedy, rng)
+        seen[rows, x] = True
         d, y, cols = _label(p, q, x, greedy, rng)
         X[:, t], D[:, t], Y[:, t], dist[:, t], alive[:, t] = x, d, y, cols, live
         live = live & ~torch.isin(x, eos)
@@ -214,18 +225,22 @@ def _feature_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
     h_t = f[:, L - 1:]
     Y, D = (torch.zeros(B, n + 1, dtype=dt, device=dev) for dt in (torch.float, torch.long))
     dist = torch.zeros(B, n + 1, 4, device=dev)
+    # target_entropy of the distributions that drew the prompt's last token and X_0 .. X_n: f at L - 2 ...,
+    # each through the drafter's support after the token it drew
+    seen, rows = _context(ids, mask, draft.vocab_size), torch.arange(B, device=dev)
+    tent = [head_inputs.target_entropy(draft, f[:, L - 2], seen)]
     for i in range(n + 1):
-        p, q = warp(target.logits(h_t[:, i]), regime), warp(draft.logits(h_d[:, i]), regime)
+        p, q = warp(target.logits(h_t[:, i]), regime), warp(draft.logits(h_d[:, i], seen), regime)
         D[:, i], Y[:, i], dist[:, i] = _label(p, q, X[:, i], greedy, rng)
+        seen[rows, X[:, i]] = True
+        tent.append(head_inputs.target_entropy(draft, f[:, L - 1 + i], seen))
     use_target = (torch.rand(B, n + 1, generator=rng, device=rng.device) < cfg.mixing_ratio).to(dev)
     Z = torch.cat([ids, torch.where(use_target, X, D)], 1)
     exact = previous_features(torch.cat([f, torch.zeros_like(f[:, :1])], 1))             # f_(j-1) along X
     first = _eagle_forward(draft, Z, exact, full)
     own = torch.cat([torch.ones_like(ids, dtype=torch.bool), use_target], 1)               # reads an exact f
     states = _eagle_forward(draft, Z, torch.where(own[..., None], exact, previous_features(first)), full)[:, L - 1:]
-    # target_entropy of the distributions that drew the prompt's last token and X_0 .. X_n: f at L - 2 ...
-    tent = torch.stack([head_inputs.target_entropy(draft, f[:, j]) for j in range(L - 2, L + n)], 1)
-    return states, Y, dist, X, D, use_target, alive & ~use_target, tent
+    return states, Y, dist, X, D, use_target, alive & ~use_target, torch.stack(tent, 1)
 
 
 def build_head_data(target: LM, draft: LM, prompts: list[list[int]], cfg: HeadTrainConfig, eos_ids: set[int],
