@@ -115,16 +115,17 @@ def test_shipped_draft_loads_with_reduced_head():
     assert torch.isinf(out.logits[:, outside]).all() and torch.isfinite(out.logits[:, ~outside]).all()
 
 
-def test_eagle_training_lowers_loss_and_resumes(tmp_path):
+@pytest.mark.parametrize("ctx", [False, True], ids=["head-ids", "context-vocab"])
+def test_eagle_training_lowers_loss_and_resumes(tmp_path, ctx):
     """The EAGLE trainer runs the shared loop (train/loop.py): loss falls, a finished checkpoint resumes to the
-    same weights and history."""
+    same weights and history; with the context vocabulary too (loss and validation over each row's context)."""
     from specviz.config import EagleTrainConfig
     from specviz.eagle import build_eagle
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
     feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
     ids_v = head_ids(data.responses(), 32, {2})
-    cfg = EagleTrainConfig(steps=24, batch_tokens=100, checkpoint_every=12, lr=3e-3, warmup=3)
+    cfg = EagleTrainConfig(steps=24, batch_tokens=100, checkpoint_every=12, lr=3e-3, warmup=3, context_vocab=ctx)
     model = build_eagle(m)
     hist = eagle_train.train(model, data, feats, data, feats, ids_v, cfg, tmp_path / "e.ckpt")
     assert [h["step"] for h in hist] == [0, 12, 24] and hist[-1]["loss"] < hist[1]["loss"]

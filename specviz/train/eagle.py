@@ -139,8 +139,8 @@ def agreement(model, data: Distill, feats, head_w, slot, cfg: EagleTrainConfig,
         h1 = _pass(model, x, previous_features(f), copy)
         h2 = _pass(model, x, previous_features(h1), copy)
         want = sl[data.top_ids[rows, 0].long()]
-        p1, p2 = [(h[pos[:, 0], pos[:, 1]] @ w.T).masked_fill(~allow, float("-inf")).argmax(-1) if allow is not None
-                  else (h[pos[:, 0], pos[:, 1]] @ w.T).argmax(-1) for h in (h1, h2)]
+        mask = torch.zeros(1, dtype=torch.bool) if allow is None else ~allow                # -inf off the support
+        p1, p2 = [(h[pos[:, 0], pos[:, 1]] @ w.T).masked_fill(mask, float("-inf")).argmax(-1) for h in (h1, h2)]
         hit1 += int((p1 == want).sum())
         hit2 += int((p2 == want).sum())
         tot += len(want)
