@@ -37,7 +37,8 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_PROMPTS = ASSETS / "spec_bench_questions.jsonl"
 MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
 OURS_FIXED = ("ar", "chain", "heuristic")
-KERNELS = {"": "", "skinny": "specviz kernels", "stock": "stock kernels"}   # spec suffix @name (kernels.py)
+KERNELS = {"": "", "skinny": "specviz kernels", "stock": "stock kernels",      # spec suffix @name (kernels.py)
+           "fp32draft": "specviz kernels, fp32 draft steps"}
 DRAFTER_LABELS = {"eagle": "EAGLE drafter", "model": "standalone draft"}           # spec suffix +name
 
 
@@ -61,7 +62,7 @@ class Setting:
     method: str                # our method name, or the Hugging Face mode
     k: int | None = None
     knobs: tuple = ()          # (RunConfig field, sub-field, value) set by a parametrised spec, e.g. specdecpp:0.8
-    kernels: str = ""          # "skinny" | "stock" linear layers (kernels.py); "" = the default: ours skinny, HF stock
+    kernels: str = ""          # "skinny" | "stock" | "fp32draft" (kernels.py); "" = the default: ours skinny, HF stock
     drafter: str = "auto"      # RunConfig.drafter: spec suffix +eagle / +model (HF always uses the standalone draft)
     copy: bool = False         # RunConfig.copy: spec suffix +copy (dyspec-lookup:B = dyspec:B+copy)
     static: bool = False       # spec suffix +static: a reduced draft head without its context vocabulary (ablation)
@@ -210,7 +211,9 @@ def method_knobs(s: Setting) -> dict:
 def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
     """Decode one prompt with one setting; a record of plain values."""
     stock = s.kernels == "stock" or (s.kind == "hf" and not s.kernels)
-    with kernels.stock(*(lm.model for lm in pair.lms)) if stock else contextlib.nullcontext(), \
+    models = [lm.model for lm in pair.lms]
+    with kernels.stock(*models) if stock else contextlib.nullcontext(), \
+            kernels.full_rows(*models) if s.kernels == "fp32draft" else contextlib.nullcontext(), \
             head_only(pair.lms) if s.static else contextlib.nullcontext():
         return _run_one(pair, prompt, s, temperature, max_new_tokens, seed)
 
@@ -351,6 +354,7 @@ def parser() -> argparse.ArgumentParser:
                    help="ar, chain[:K], heuristic, specdecpp[:h], dyspec[:budget], dyspec-level[:t], dyspec-heap, "
                         "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all); a suffix "
                         "@stock or @skinny picks the linear-layer kernels (default: skinny for specviz methods, "
+                        "with a draft's one-token steps over fp16 weights, which @fp32draft turns off; "
                         "stock for Hugging Face), +eagle or +model the drafter (default: EAGLE where the pair "
                         "has one; Hugging Face always runs the standalone draft), +static a reduced draft head "
                         "without the context vocabulary")

@@ -115,7 +115,8 @@ def collect(pair: Pair, prompt_ids: Sequence[int], run: RunConfig, rounds: Seque
     from .methods import drafter_kind
     kind = drafter_kind(run, pair)
     lm = {"eagle": pair.eagle, "model": pair.draft}.get(kind)
-    models = {**pair.info, "drafter": kind, "context_vocab": bool(getattr(lm, "context_vocab", False))}
+    models = {**pair.info, "drafter": kind, "context_vocab": bool(getattr(lm, "context_vocab", False)),
+              "draft_half_rows": bool(getattr(lm, "half_rows", False))}
     return GenerationTrace(method=run.method, config=run.to_dict(), prompt_ids=tuple(prompt_ids),
                            output_ids=tuple(out), rounds=tuple(rounds), token_text=token_texts(pair.tokenizer, seen),
                            total_ms=total_ms, prompt_text=prompt_text, models=models, stop=stop)

@@ -177,10 +177,11 @@ class EagleLM(LM):
 
     wants_target_features = True
 
-    def __init__(self, model, head_ids: torch.Tensor | None = None, name: str = "eagle", context_vocab: bool = False):
+    def __init__(self, model, head_ids: torch.Tensor | None = None, name: str = "eagle", context_vocab: bool = False,
+                 half_rows: bool = False):
         if not isinstance(getattr(model, "eagle_fc", None), nn.Linear):
             raise ValueError("an EAGLE drafter needs its eagle_fc layer (build_eagle / loading.load_eagle)")
-        super().__init__(model, head_ids=head_ids, name=name, context_vocab=context_vocab)
+        super().__init__(model, head_ids=head_ids, name=name, context_vocab=context_vocab, half_rows=half_rows)
         self.hidden_size = model.config.hidden_size
         self.max_ngram = copy_ngram(model)
         self.reset()

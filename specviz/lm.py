@@ -45,9 +45,12 @@ class LM:
     words of its prompt, which a frequency-ranked head lacks, for a few extra rows of the output layer.
     """
 
-    def __init__(self, model, head_ids: torch.Tensor | None = None, name: str = "", context_vocab: bool = False):
+    def __init__(self, model, head_ids: torch.Tensor | None = None, name: str = "", context_vocab: bool = False,
+                 half_rows: bool = False):
         self.model = model.eval()
-        skinny = kernels.install(model) > 0    # few-row matmuls as tall-skinny gemms (CPU fp32; see kernels.py)
+        # few-row matmuls as tall-skinny gemms (CPU fp32; see kernels.py); `half_rows`, for a draft whose model no
+        # target shares: its one-row steps over fp16 weights (the reduced head's rows mirrored in `_support_half`)
+        skinny = kernels.install(model, half_rows) > 0
         self._linear = kernels.skinny_linear if skinny else torch.nn.functional.linear
         self.name = name
         self.config = model.config
@@ -62,6 +65,7 @@ class LM:
         if head_ids is not None:
             self.head_ids = head_ids.to(self.device).long()
             self.head_weight = self.head.weight.index_select(0, self.head_ids).contiguous()   # (Vsub, H)
+            self.head_half = self.head_weight.detach().half() if kernels.halves(self.head) else None
             self._head_mask = torch.zeros(self.vocab_size, dtype=torch.bool, device=self.device)
             self._head_mask[self.head_ids] = True
         self.cache = DynamicCache(config=model.config)
@@ -78,6 +82,11 @@ class LM:
         self.cache = DynamicCache(config=self.config)
         self._reset_support()
 
+    @property
+    def half_rows(self) -> bool:
+        """Whether this LM's one-row steps run over fp16 weights now (kernels.py; `kernels.full_rows` turns it off)."""
+        return kernels.halves(self.head)
+
     # -- output vocabulary -------------------------------------------------------------------
     @property
     def support(self) -> torch.Tensor | None:
@@ -89,7 +98,7 @@ class LM:
             return
         self._n_support = len(self.head_ids)        # a widened buffer keeps head_ids / head_weight in front
         if not hasattr(self, "_support_ids"):
-            self._support_ids, self._support_weight = self.head_ids, self.head_weight
+            self._support_ids, self._support_weight, self._support_half = self.head_ids, self.head_weight, self.head_half
         if self.context_vocab:
             self._in_support = torch.zeros(self.vocab_size, dtype=torch.bool)
             self._in_support[self.head_ids.cpu()] = True
@@ -108,9 +117,13 @@ class LM:
             w_buf = self.head_weight.new_empty(cap, self.head_weight.shape[1])
             ids_buf[:n], w_buf[:n] = self._support_ids[:n], self._support_weight[:n]
             self._support_ids, self._support_weight = ids_buf, w_buf
+            if self.head_half is not None:
+                self._support_half = torch.cat([self._support_half[:n], self._support_half.new_empty(cap - n, w_buf.shape[1])])
         new = new.to(self.device)
         self._support_ids[n:m] = new
         self._support_weight[n:m] = self.head.weight.index_select(0, new)
+        if self.head_half is not None:
+            self._support_half[n:m] = self._support_weight[n:m]
         self._n_support = m
 
     def crop(self, n: int) -> None:
@@ -202,7 +215,10 @@ class LM:
             x = self.head(h).float().masked_fill(~(context.to(h.device) | self._head_mask), float("-inf"))
         else:
             n = self._n_support
-            sub = self._linear(h, self._support_weight[:n]).float()              # (n, Vsub)
+            if self.head_half is not None and kernels.halves(self.head) and kernels.one_row(h):
+                sub = kernels.half_row_linear(h, self._support_weight[:n], self._support_half[:n]).float()
+            else:
+                sub = self._linear(h, self._support_weight[:n]).float()          # (n, Vsub)
             x = torch.full((h.shape[0], self.vocab_size), float("-inf"), device=h.device)
             x[:, self._support_ids[:n]] = sub
         if self.softcap:

@@ -255,7 +255,7 @@ def load_eagle(folder: str | Path, target_model, dtype=None, device=None, contex
     if unexpected or any(k not in ("model.embed_tokens.weight", "lm_head.weight") for k in missing):
         raise ValueError(f"{folder / 'eagle.safetensors'} does not match an EAGLE drafter: "
                          f"missing {missing}, unexpected {unexpected}")
-    return EagleLM(model.to(device).eval(), head_ids=head_ids, name="eagle", context_vocab=context_vocab)
+    return EagleLM(model.to(device).eval(), head_ids=head_ids, name="eagle", context_vocab=context_vocab, half_rows=True)
 
 
 def check_tokenizers(tok_t, tok_d, t_name: str, d_name: str) -> None:
@@ -313,7 +313,8 @@ def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
             eagle = load_eagle(eagle_src, target, dtype, device, cfg.context_vocab)
             shipped = Path(eagle_src).resolve() == Path(DEFAULT_EAGLE).resolve()
             info["eagle"] = "specviz default EAGLE drafter" if shipped else eagle_src
-    draft_lm = LM(draft, head_ids=head_ids, name="draft", context_vocab=cfg.context_vocab)
+    # a draft's one-token steps over fp16 weights (kernels.py), unless it is the target itself
+    draft_lm = LM(draft, head_ids=head_ids, name="draft", context_vocab=cfg.context_vocab, half_rows=draft is not target)
     return Pair(LM(target, name="target"), draft_lm, tok, info, eagle)
 
 

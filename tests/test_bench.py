@@ -2,6 +2,8 @@
 import json
 from collections import Counter
 
+from dataclasses import replace
+
 import pytest
 
 from specviz import bench_report
@@ -112,6 +114,28 @@ def test_kernel_suffix_tags_a_setting():
     assert method_knobs(got["dyspec:8@stock"])["dyspec"].budget == 8 and got["ar"].kernels == ""
     with pytest.raises(ValueError, match="after '@'"):
         parse_settings(["chain:2@fast"], BenchConfig(), ["ar", "chain"])
+
+
+def test_fp32draft_suffix_runs_the_draft_steps_in_fp32_for_that_run_only(monkeypatch):
+    """chain:2@fp32draft: the draft's half rows are off while the setting runs and back on after it."""
+    from specviz import bench, kernels
+    from specviz.lm import LM
+    from specviz.loading import Pair, tiny_llama
+    s = {x.key: x for x in parse_settings(["chain:2@fp32draft"], BenchConfig(), ["ar", "chain"])}["chain:2@fp32draft"]
+    assert s.kernels == "fp32draft" and "fp32 draft steps" in s.label
+    pair = Pair(LM(tiny_llama(vocab=64, seed=0)), LM(tiny_llama(vocab=64, seed=1), half_rows=True), None, {}, None)
+    head = pair.draft.model.get_output_embeddings()
+    seen = []
+    monkeypatch.setattr(bench, "_run_one", lambda *a: seen.append(kernels.halves(head)) or {})
+    bench.run_one(pair, None, s, 0.0, 8, 0)
+    bench.run_one(pair, None, replace(s, kernels=""), 0.0, 8, 0)
+    assert seen == [False, True] and kernels.halves(head)
+    from specviz.config import ChainConfig, RunConfig
+    from specviz.decode import generate
+    run = RunConfig(method="chain", chain=ChainConfig(2), max_new_tokens=4)
+    assert generate(pair, [3, 5, 7], run).models["draft_half_rows"]                  # the trace says which
+    with kernels.full_rows(pair.draft.model):
+        assert not generate(pair, [3, 5, 7], run).models["draft_half_rows"]
 
 
 def test_static_suffix_runs_a_reduced_head_without_its_context_vocabulary():

@@ -54,3 +54,45 @@ def test_lm_forward_agrees_with_stock_kernels():
     with kernels.stock(lm.model):
         b = lm.forward(ids).logits
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_half_rows_serve_one_row_steps_of_a_draft_only():
+    """A draft's one-row products run over fp16 weights (close to fp32, not equal); wider inputs, autograd and
+    the target keep fp32; `full_rows` turns them off for a while; a row past fp16's range falls back to fp32."""
+    draft, target = LM(tiny_llama(seed=1), half_rows=True), LM(tiny_llama(seed=2))
+    lin = [m for m in draft.model.modules() if type(m) is torch.nn.Linear]
+    assert all(kernels.halves(m) for m in lin) and not any(kernels.halves(m) for m in target.model.modules()
+                                                               if type(m) is torch.nn.Linear)
+    m = lin[0]
+    x = torch.randn(1, m.in_features, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        half = m(x)
+        with kernels.full_rows(draft.model):
+            full = m(x)
+        assert kernels.halves(m)
+        wide = m(x.expand(3, -1).contiguous())
+    assert not torch.equal(half, full)
+    torch.testing.assert_close(half, full, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(wide, full.expand(3, -1), rtol=1e-5, atol=1e-5)       # 3 rows: fp32
+    assert torch.equal(m(x), F.linear(x, m.weight))                                   # autograd on: fp32
+    big = x * 1e6                                                                     # fp16 overflows: fp32 again
+    with torch.inference_mode():
+        torch.testing.assert_close(m(big), F.linear(big, m.weight), rtol=1e-5, atol=1e-2)
+    with torch.no_grad():                                                             # the fp16 copy follows the weight
+        m.weight.mul_(2)
+        torch.testing.assert_close(m(x), 2 * full, rtol=1e-2, atol=1e-2)
+
+
+def test_reduced_head_half_rows_follow_a_widening_support():
+    """The reduced head's fp16 mirror grows with the context vocabulary: one-row logits match the fp32 ones
+    to fp16 rounding on the same support, -inf outside it."""
+    ids = torch.arange(0, 64, 4)
+    half = LM(tiny_llama(seed=3), head_ids=ids, context_vocab=True, half_rows=True)
+    full = LM(tiny_llama(seed=3), head_ids=ids, context_vocab=True)
+    prompt = [1, 2, 3, 5, 4, 9, 11, 13] + list(range(20, 60, 3))
+    a, b = half.forward(prompt, rows=[-1]).logits, full.forward(prompt, rows=[-1]).logits
+    assert torch.equal(half.support, full.support) and len(half.support) > len(ids)
+    for _ in range(3):
+        a, b = half.forward([7]).logits, full.forward([7]).logits
+        assert torch.equal(torch.isinf(a), torch.isinf(b)) and not torch.equal(a, b)
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2)
