@@ -30,8 +30,8 @@ recomputes it), so every method stays lossless; fp16 changes the draft's logits 
 (argmax equal to fp32's at 99.8 % of real positions). Few-row steps (a chain's first step, tree levels)
 stay fp32: fp16 gemms with 2-16 rows are no faster here.
 
-`install(model)` swaps the skinny forward into every `nn.Linear` of a CPU fp32 model (one row keeps
-`F.linear`: it is already the fast gemv) and `sdpa_gqa` in for its sdpa attention; `stock(model)` puts
+`install(model)` swaps the skinny forward into every `nn.Linear` of a CPU fp32 model (one row included: it
+pads to two, `padded_rows`) and `sdpa_gqa` in for its sdpa attention; `stock(model)` puts
 the stock forward and attention back for a while, so the Hugging Face baselines run exactly as a user
 would run them; `full_rows(model)` turns the half rows off for a while (the benchmark's ablation).
 """
@@ -52,7 +52,12 @@ def padded_rows(rows: int) -> int:
     """The row count to run `rows` rows at: MKL's tall-skinny gemm is fast at some widths and slow just
     below them (30 SmolLM2 layers, ms: 3 rows 39, 4 rows 31-33, 5 rows 45; 6 / 7 / 8 rows 57 / 71 / 59;
     9-15 rows 67-104, 16 rows 54-55; 25-31 rows 89-133, 32 rows 80), so 3 pads to 4, 6-15 to 16 and 17-32
-    to the next multiple of 8; zero rows cost less than the slow widths."""
+    to the next multiple of 8; zero rows cost less than the slow widths. One row pads to 2: MKL's one-row
+    gemv measured no faster than the two-row skinny gemm on 2026-12-01 (35 / 35 ms) and 20 % slower on
+    2026-12-02 (a whole target forward on a 200-token cache, median of 22 interleaved: 123.5 ms gemv, 98.9 ms
+    padded to 2), so the autoregressive baseline's steps, like every verify, take the skinny gemm."""
+    if rows == 1:
+        return 2
     if rows == 3:
         return 4
     if 6 <= rows <= 16:
@@ -68,7 +73,7 @@ SKINNY_MAX_ROWS = 128                         # wider inputs (prefills) keep F.l
 def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """F.linear(x, weight, bias), computed as (weight @ x^T)^T when x has 2..SKINNY_MAX_ROWS rows."""
     rows = x.numel() // x.shape[-1]
-    if rows <= 1 or rows > SKINNY_MAX_ROWS:
+    if rows == 0 or rows > SKINNY_MAX_ROWS:
         return F.linear(x, weight, bias)
     x2 = x.reshape(rows, x.shape[-1])
     pad = padded_rows(rows) - rows
