@@ -74,7 +74,9 @@ def test_half_rows_serve_one_row_steps_of_a_draft_only():
     assert not torch.equal(half, full)
     torch.testing.assert_close(half, full, rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(wide, full.expand(3, -1), rtol=1e-5, atol=1e-5)       # 3 rows: fp32
-    assert torch.equal(m(x), F.linear(x, m.weight))                                   # autograd on: fp32
+    grad = m(x)                                                                       # autograd on: fp32
+    assert grad.requires_grad and not torch.equal(grad, half)
+    torch.testing.assert_close(grad, F.linear(x, m.weight), rtol=1e-5, atol=1e-6)
     big = x * 1e6                                                                     # fp16 overflows: fp32 again
     with torch.inference_mode():
         torch.testing.assert_close(m(big), F.linear(big, m.weight), rtol=1e-5, atol=1e-2)
@@ -96,3 +98,11 @@ def test_reduced_head_half_rows_follow_a_widening_support():
         a, b = half.forward([7]).logits, full.forward([7]).logits
         assert torch.equal(torch.isinf(a), torch.isinf(b)) and not torch.equal(a, b)
         torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2)
+
+
+def test_padded_rows_skip_the_slow_widths():
+    """One row pads to two (the one-row gemv measured slower than the two-row skinny gemm), 3 to 4, 6-16 to 16,
+    17-32 to a multiple of 8; other widths stay; padding never drops a row."""
+    assert [kernels.padded_rows(r) for r in (1, 2, 3, 4, 5, 6, 15, 16, 17, 24, 25, 33)] == [2, 2, 4, 4, 5, 16, 16, 16,
+                                                                                                24, 24, 32, 33]
+    assert all(kernels.padded_rows(r) >= r for r in range(1, 130))
