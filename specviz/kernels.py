@@ -108,13 +108,13 @@ def _set_attention(model: torch.nn.Module, frm: str, to: str) -> bool:
     return True
 
 
-def half_copy(owner, weight: torch.Tensor, attr: str = "_half_weight") -> torch.Tensor:
-    """An fp16 copy of `weight` kept on `owner`, made again whenever the weight changed (in place or swapped)."""
-    key = (weight.data_ptr(), weight._version, tuple(weight.shape))
-    if owner.__dict__.get(attr + "_key") != key:
-        owner.__dict__[attr] = weight.detach().to(torch.float16)
-        owner.__dict__[attr + "_key"] = key
-    return owner.__dict__[attr]
+def half_copy(mod: torch.nn.Linear) -> torch.Tensor:
+    """An fp16 copy of `mod`'s weight kept on it, made again whenever the weight changed (in place or swapped)."""
+    w, d = mod.weight, mod.__dict__
+    key = (w.data_ptr(), w._version, tuple(w.shape))
+    if d.get("_half_key") != key:
+        d["_half_weight"], d["_half_key"] = w.detach().to(torch.float16), key
+    return d["_half_weight"]
 
 
 def halves(mod: torch.nn.Module) -> bool:
@@ -138,7 +138,7 @@ def half_row_linear(x: torch.Tensor, weight: torch.Tensor, half: torch.Tensor, b
 
 def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if halves(self) and one_row(x):
-        return half_row_linear(x, self.weight, half_copy(self, self.weight), self.bias)
+        return half_row_linear(x, self.weight, half_copy(self), self.bias)
     return skinny_linear(x, self.weight, self.bias)
 
 
