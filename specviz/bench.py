@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from . import kernels
+from . import kernels, rowkernel
 from .bench_hf import HFSetting, hf_generate
 from .config import DTYPES, METHOD_LABELS, BenchConfig, ChainConfig, ModelConfig, RunConfig, SamplingConfig
 from .methods import COPYING
@@ -38,7 +38,7 @@ DEFAULT_PROMPTS = ASSETS / "spec_bench_questions.jsonl"
 MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
 OURS_FIXED = ("ar", "chain", "heuristic")
 KERNELS = {"": "", "skinny": "specviz kernels", "stock": "stock kernels",      # spec suffix @name (kernels.py)
-           "fp32draft": "specviz kernels, fp32 draft steps"}
+           "fp32draft": "specviz kernels, fp32 draft steps", "mkl": "specviz kernels without the row kernel"}
 DRAFTER_LABELS = {"eagle": "EAGLE drafter", "model": "standalone draft"}           # spec suffix +name
 
 
@@ -62,7 +62,7 @@ class Setting:
     method: str                # our method name, or the Hugging Face mode
     k: int | None = None
     knobs: tuple = ()          # (RunConfig field, sub-field, value) set by a parametrised spec, e.g. specdecpp:0.8
-    kernels: str = ""          # "skinny" | "stock" | "fp32draft" (kernels.py); "" = the default: ours skinny, HF stock
+    kernels: str = ""          # "skinny" | "stock" | "fp32draft" | "mkl" (KERNELS); "" = the default: ours skinny, HF stock
     drafter: str = "auto"      # RunConfig.drafter: spec suffix +eagle / +model (HF always uses the standalone draft)
     copy: bool = False         # RunConfig.copy: spec suffix +copy (dyspec-lookup:B = dyspec:B+copy)
     static: bool = False       # spec suffix +static: a reduced draft head without its context vocabulary (ablation)
@@ -214,6 +214,7 @@ def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens
     models = [lm.model for lm in pair.lms]
     with kernels.stock(*models) if stock else contextlib.nullcontext(), \
             kernels.full_rows(*models) if s.kernels == "fp32draft" else contextlib.nullcontext(), \
+            rowkernel.off() if s.kernels == "mkl" else contextlib.nullcontext(), \
             head_only(pair.lms) if s.static else contextlib.nullcontext():
         return _run_one(pair, prompt, s, temperature, max_new_tokens, seed)
 
@@ -339,7 +340,8 @@ def machine_info() -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "gpu": gpu,
             "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "platform": platform.platform(), "sklearn_for_hf_threshold": has_sklearn}
+            "platform": platform.platform(), "sklearn_for_hf_threshold": has_sklearn,
+            "row_kernel": rowkernel.version() if rowkernel.enabled() else None}
 
 
 # -- command line ------------------------------------------------------------------------------
@@ -354,7 +356,8 @@ def parser() -> argparse.ArgumentParser:
                    help="ar, chain[:K], heuristic, specdecpp[:h], dyspec[:budget], dyspec-level[:t], dyspec-heap, "
                         "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all); a suffix "
                         "@stock or @skinny picks the linear-layer kernels (default: skinny for specviz methods, "
-                        "with a draft's one-token steps over fp16 weights, which @fp32draft turns off; "
+                        "with a draft's one-token steps over fp16 weights, which @fp32draft turns off, and "
+                        "1-8-row products on the numba row kernel, which @mkl turns off; "
                         "stock for Hugging Face), +eagle or +model the drafter (default: EAGLE where the pair "
                         "has one; Hugging Face always runs the standalone draft), +static a reduced draft head "
                         "without the context vocabulary")

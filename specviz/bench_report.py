@@ -157,7 +157,8 @@ def markdown(result: dict) -> str:
     lines = ["## specviz bench", "",
              f"Machine: {m['cpu']} ({m['cores']} cores, {m['torch_threads']} torch threads"
              + (f", GPU {m['gpu']}" if m.get("gpu") else "") + f"); torch {m['torch']}, transformers "
-             f"{m['transformers']}, Python {m['python']}.",
+             f"{m['transformers']}, Python {m['python']}"
+             + (f"; few-row products on the numba row kernel ({m['row_kernel']})" if m.get("row_kernel") else "") + ".",
              f"Suite: {c['n_prompts']} prompts from {Path(c['prompts_file']).name} (stratified by task, seed {c['seed']}), "
              f"{c['max_new_tokens']} new tokens, temperatures {', '.join(f'{t:g}' for t in c['temperatures'])}, "
              f"dtype {', '.join(c['dtypes'])}.", ""]

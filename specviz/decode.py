@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from . import rowkernel
 from .config import MAX_PROMPT_TOKENS, RunConfig
 from .drafters import Drafter
 from .loading import Pair
@@ -116,7 +117,8 @@ def collect(pair: Pair, prompt_ids: Sequence[int], run: RunConfig, rounds: Seque
     kind = drafter_kind(run, pair)
     lm = {"eagle": pair.eagle, "model": pair.draft}.get(kind)
     models = {**pair.info, "drafter": kind, "context_vocab": bool(getattr(lm, "context_vocab", False)),
-              "draft_half_rows": bool(getattr(lm, "half_rows", False))}
+              "draft_half_rows": bool(getattr(lm, "half_rows", False)),
+              "row_kernel": rowkernel.enabled() and pair.target.dtype == torch.float32 and pair.target.device.type == "cpu"}
     return GenerationTrace(method=run.method, config=run.to_dict(), prompt_ids=tuple(prompt_ids),
                            output_ids=tuple(out), rounds=tuple(rounds), token_text=token_texts(pair.tokenizer, seen),
                            total_ms=total_ms, prompt_text=prompt_text, models=models, stop=stop)
