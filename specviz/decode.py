@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from . import rowkernel
+from . import kernels, rowkernel
 from .config import MAX_PROMPT_TOKENS, RunConfig
 from .drafters import Drafter
 from .loading import Pair
@@ -118,7 +118,7 @@ def collect(pair: Pair, prompt_ids: Sequence[int], run: RunConfig, rounds: Seque
     lm = {"eagle": pair.eagle, "model": pair.draft}.get(kind)
     models = {**pair.info, "drafter": kind, "context_vocab": bool(getattr(lm, "context_vocab", False)),
               "draft_half_rows": bool(getattr(lm, "half_rows", False)),
-              "row_kernel": rowkernel.enabled() and pair.target.dtype == torch.float32 and pair.target.device.type == "cpu"}
+              "row_kernel": rowkernel.enabled() and kernels.wanted(pair.target.model)}
     return GenerationTrace(method=run.method, config=run.to_dict(), prompt_ids=tuple(prompt_ids),
                            output_ids=tuple(out), rounds=tuple(rounds), token_text=token_texts(pair.tokenizer, seen),
                            total_ms=total_ms, prompt_text=prompt_text, models=models, stop=stop)
