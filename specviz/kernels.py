@@ -77,20 +77,19 @@ SKINNY_MAX_ROWS = 128                         # wider inputs (prefills) keep F.l
 
 
 def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear(x, weight, bias), computed as (weight @ x^T)^T when x has 2..SKINNY_MAX_ROWS rows."""
+    """F.linear(x, weight, bias) for x with 1..SKINNY_MAX_ROWS rows: on `rowkernel` where it serves (1-8 rows),
+    else as (weight @ x^T)^T over `padded_rows` rows; other widths keep F.linear."""
     rows = x.numel() // x.shape[-1]
     if rows == 0 or rows > SKINNY_MAX_ROWS:
         return F.linear(x, weight, bias)
     x2 = x.reshape(rows, x.shape[-1])
     if rowkernel.serves(x2, weight):                                             # 1..8 rows at memory speed
         y = rowkernel.linear(x2, weight)
-        if bias is not None:
-            y = y + bias
-        return y.view(*x.shape[:-1], weight.shape[0])
-    pad = padded_rows(rows) - rows
-    if pad:
-        x2 = torch.cat([x2, x2.new_zeros(pad, x2.shape[1])])
-    y = torch.mm(weight, x2.t())[:, :rows].t()                                   # (rows, out): W streamed once
+    else:
+        pad = padded_rows(rows) - rows
+        if pad:
+            x2 = torch.cat([x2, x2.new_zeros(pad, x2.shape[1])])
+        y = torch.mm(weight, x2.t())[:, :rows].t()                               # (rows, out): W streamed once
     if bias is not None:
         y = y + bias
     return y.contiguous().view(*x.shape[:-1], weight.shape[0])

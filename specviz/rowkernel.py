@@ -62,9 +62,8 @@ def _kernel():
 
 def serves(x2: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether the kernel takes this product: (rows, in) fp32 CPU input with 1..MAX_ROWS rows, outside autograd."""
-    return (_state["enabled"] and 1 <= x2.shape[0] <= MAX_ROWS and x2.dtype == weight.dtype == torch.float32
-            and x2.device.type == weight.device.type == "cpu" and not torch.is_grad_enabled()
-            and _kernel() is not None)
+    return (1 <= x2.shape[0] <= MAX_ROWS and x2.dtype == weight.dtype == torch.float32
+            and x2.device.type == weight.device.type == "cpu" and not torch.is_grad_enabled() and enabled())
 
 
 def linear(x2: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -84,6 +83,7 @@ def linear(x2: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 def enabled() -> bool:
+    """Whether the kernel is on (not inside `off()`) and compiles here."""
     return _state["enabled"] and _kernel() is not None
 
 
