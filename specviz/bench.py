@@ -357,7 +357,7 @@ def parser() -> argparse.ArgumentParser:
                         "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all); a suffix "
                         "@stock or @skinny picks the linear-layer kernels (default: skinny for specviz methods, "
                         "with a draft's one-token steps over fp16 weights, which @fp32draft turns off, and "
-                        "1-8-row products on the numba row kernel, which @mkl turns off; "
+                        "1-16-row products on the numba row kernel, which @mkl turns off; "
                         "stock for Hugging Face), +eagle or +model the drafter (default: EAGLE where the pair "
                         "has one; Hugging Face always runs the standalone draft), +static a reduced draft head "
                         "without the context vocabulary")

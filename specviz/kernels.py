@@ -30,7 +30,7 @@ recomputes it), so every method stays lossless; fp16 changes the draft's logits 
 (argmax equal to fp32's at 99.8 % of real positions). Few-row steps (a chain's first step, tree levels)
 stay fp32: fp16 gemms with 2-16 rows are no faster here.
 
-Since 2026-12-02 products of 1-8 rows go to `rowkernel` (a numba kernel that streams each weight once at
+Since 2026-12-02 products of 1-16 rows go to `rowkernel` (a numba kernel that streams each weight once at
 memory speed, batch-invariant; 1 target token 87 -> 70 ms): the skinny gemm and `padded_rows` serve 9-128
 rows, and every width where numba is missing or `rowkernel.off()` is in force.
 
@@ -77,13 +77,13 @@ SKINNY_MAX_ROWS = 128                         # wider inputs (prefills) keep F.l
 
 
 def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear(x, weight, bias) for x with 1..SKINNY_MAX_ROWS rows: on `rowkernel` where it serves (1-8 rows),
+    """F.linear(x, weight, bias) for x with 1..SKINNY_MAX_ROWS rows: on `rowkernel` where it serves (1-16 rows),
     else as (weight @ x^T)^T over `padded_rows` rows; other widths keep F.linear."""
     rows = x.numel() // x.shape[-1]
     if rows == 0 or rows > SKINNY_MAX_ROWS:
         return F.linear(x, weight, bias)
     x2 = x.reshape(rows, x.shape[-1])
-    if rowkernel.serves(x2, weight):                                             # 1..8 rows at memory speed
+    if rowkernel.serves(x2, weight):                                             # 1..16 rows at memory speed
         y = rowkernel.linear(x2, weight)
     else:
         pad = padded_rows(rows) - rows

@@ -3,17 +3,22 @@
 A decode step or a small verify multiplies every weight matrix by a handful of rows, so it should cost
 what streaming the weights from memory costs. MKL's few-row kernels do not get there on this project's
 2-core AVX2 machine: at these shapes they run near 5 GB/s, where the same machine streams 20-25 GB/s.
-This kernel reads each weight row once, while it is in L1, and takes its dot product with every input row
-(measured 2026-12-02, weights cold in memory, µs, this kernel / MKL's skinny gemm:
-the 49152 x 576 output layer, 1 row 6,300 / 18,800, 4 rows 9,600 / 22,300; a 1536 x 576 MLP matrix,
-1 row 290 / 800, 4 rows 370 / 870, 8 rows 520 / 1,075; at 16 rows MKL's blocked gemm catches up, so wider
-inputs keep it). A whole SmolLM2-135M forward on a 300-token cache: 1 token 87 -> 70 ms, 4 tokens 109 -> 93 ms;
-in the benchmark (assets/bench/README.md) a token of autoregressive decoding 101 -> 78 ms, a chain's four-token
-verify 115 -> 104 ms.
+This kernel reads each weight row once, while it is in L1, and takes its dot product with every input row,
+up to four at a time (the first version, one product at a time, measured 2026-12-02, weights cold in memory,
+µs, kernel / MKL's skinny gemm: the 49152 x 576 output layer, 1 row 6,300 / 18,800, 4 rows 9,600 / 22,300; a
+1536 x 576 MLP matrix, 1 row 290 / 800, 4 rows 370 / 870, 8 rows 520 / 1,075). Taking two or four products in
+one pass over the weight row made the multi-row cases cheaper (the same matrix, interleaved runs, µs, one
+product at a time / up to four: 4 rows 295-335 / 220-290, 8 rows 390-450 / 360-380; 1 row unchanged), and a whole
+SmolLM2-135M forward on a 291-token cache (ms, medians, two interleaved runs): 4 tokens 93-105 -> 87-90,
+8 tokens 127-130 -> 102-113, 1 token 71-77 either way; 12 tokens 131-135 on the kernel against 166-171 on MKL's
+gemm, 16 tokens 154-162 against 163-168, so the kernel takes up to 16 rows.
 
-Every output element is one dot product over the input dimension, summed in an order that does not
-depend on how many rows come along (fastmath lets LLVM vectorise that sum, the same way for every
-row): a token's products are bitwise the same whether it runs alone or inside a verify forward.
+Every output element is one dot product over the input dimension, summed in one fixed order: IC = 2
+accumulators of VF = 8 lanes, accumulator u taking elements 16c + 8u + l by fma in increasing c; the
+accumulators added, then the lanes added pairwise by halves (l and l + 4, then l and l + 2, then l and l + 1);
+then the elements past the last whole block of 16, summed in order, added last. The kernel is written in LLVM
+IR without fast-math flags, so the compiler cannot reassociate it: a token's products are bitwise the same
+whether it runs alone or inside a verify forward, at any row count.
 
 numba is a dependency (requirements.txt); where it cannot be imported or compiled, `serves` says no and
 the caller keeps its torch kernels. `off()` turns the kernel off for a while (the benchmark's ablation).
@@ -25,32 +30,18 @@ import threading
 
 import torch
 
-MAX_ROWS = 8                      # 9..16 rows: MKL's gemm is as fast (module docstring)
+MAX_ROWS = 16                     # 17+ rows: MKL's blocked gemm (module docstring)
 _state = {"enabled": True, "kernel": None, "failed": False}
 _local = threading.local()        # numba's thread count is per calling thread (a Gradio handler is one)
 
 
 def _build():
-    """The numba kernel, compiled on first use (cached on disk by numba); None where numba is missing."""
+    """The numba kernel (`_rowkernel_ir`), compiled on first use and cached on disk; None where numba is missing."""
     try:
-        import numba
-        import numpy as np
+        from . import _rowkernel_ir
+        return _rowkernel_ir.rows_times_weight
     except Exception:
         return None
-
-    @numba.njit(parallel=True, fastmath=True, cache=True, boundscheck=False, nogil=True)
-    def rows_times_weight(w, x, y):              # y[j, o] = sum_k w[o, k] x[j, k]
-        n_out, n_in = w.shape
-        block = 32
-        for b in numba.prange((n_out + block - 1) // block):
-            for o in range(b * block, min(n_out, b * block + block)):
-                for j in range(x.shape[0]):
-                    acc = np.float32(0.0)
-                    for k in range(n_in):
-                        acc += w[o, k] * x[j, k]
-                    y[j, o] = acc
-
-    return rows_times_weight
 
 
 def _kernel():

@@ -1,4 +1,4 @@
-"""The numba row kernel: F.linear's numbers, batch-invariant, used for 1-8 rows outside autograd, switchable."""
+"""The numba row kernel: F.linear's numbers, batch-invariant, used for 1-16 rows outside autograd, switchable."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -25,12 +25,15 @@ def test_row_kernel_matches_f_linear_and_skinny_linear_takes_it():
 def test_row_kernel_is_batch_invariant():
     """A row's product is bitwise the same alone and among others (what keeps verify and decode steps equal)."""
     g = torch.Generator().manual_seed(1)
-    w, x = torch.randn(257, 576, generator=g), torch.randn(8, 576, generator=g)
-    with torch.no_grad():
-        alone = torch.cat([rowkernel.linear(x[i:i + 1], w) for i in range(8)])
-        for n in (2, 3, 5, 8):
-            assert torch.equal(rowkernel.linear(x[:n], w), alone[:n])
-        assert torch.equal(rowkernel.linear(x[2:6], w), alone[2:6])
+    m = rowkernel.MAX_ROWS
+    for n_in in (576, 1536 + 7):                                           # a tail past the last block of 16
+        w, x = torch.randn(257, n_in, generator=g), torch.randn(m, n_in, generator=g)
+        with torch.no_grad():
+            alone = torch.cat([rowkernel.linear(x[i:i + 1], w) for i in range(m)])
+            torch.testing.assert_close(alone, F.linear(x, w), rtol=1e-5, atol=1e-4)
+            for n in range(2, m + 1):
+                assert torch.equal(rowkernel.linear(x[:n], w), alone[:n])
+            assert torch.equal(rowkernel.linear(x[2:9], w), alone[2:9])
 
 
 def test_off_restores_and_a_missing_numba_falls_back(monkeypatch):
