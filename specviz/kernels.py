@@ -31,7 +31,7 @@ recomputes it), so every method stays lossless; fp16 changes the draft's logits 
 stay fp32: fp16 gemms with 2-16 rows are no faster here.
 
 Since 2026-12-02 products of 1-16 rows go to `rowkernel` (a numba kernel that streams each weight once at
-memory speed, batch-invariant; 1 target token 87 -> 70 ms): the skinny gemm and `padded_rows` serve 9-128
+memory speed, batch-invariant; 1 target token 87 -> 70 ms): the skinny gemm and `padded_rows` serve 17-128
 rows, and every width where numba is missing or `rowkernel.off()` is in force.
 
 `install(model)` swaps the skinny forward into every `nn.Linear` of a CPU fp32 model (one row included: it
