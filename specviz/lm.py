@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
 
-from . import kernels
+from . import kernels, kvcache
 
 
 @dataclass
@@ -68,7 +67,7 @@ class LM:
             self.head_half = self.head_weight.detach().half() if kernels.halves(self.head) else None
             self._head_mask = torch.zeros(self.vocab_size, dtype=torch.bool, device=self.device)
             self._head_mask[self.head_ids] = True
-        self.cache = DynamicCache(config=model.config)
+        self.cache = kvcache.new_cache(model.config)
         self._reset_support()
         self.forwards = 0
         self.forward_ms = 0.0              # wall time spent in forward() (model body + output layer); CPU-exact
@@ -79,7 +78,7 @@ class LM:
         return self.cache.get_seq_length()
 
     def reset(self) -> None:
-        self.cache = DynamicCache(config=self.config)
+        self.cache = kvcache.new_cache(self.config)
         self._reset_support()
 
     @property
