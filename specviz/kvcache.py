@@ -15,7 +15,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-MIN_CAPACITY = 64
+MIN_CAPACITY = 64                 # spare slots past a fresh fill; later growths double the buffer
 
 
 def _front_of(view: torch.Tensor, buf: torch.Tensor | None) -> bool:
@@ -35,10 +35,10 @@ class GrowingLayer(DynamicLayer):
             self.lazy_initialization(key_states, value_states)
         n = self.keys.shape[-2] if self.keys.numel() else 0
         m = n + key_states.shape[-2]
-        fits = (_front_of(self.keys, self._kbuf) and _front_of(self.values, self._vbuf) and m <= self._kbuf.shape[-2]
+        held = (_front_of(self.keys, self._kbuf) and _front_of(self.values, self._vbuf)
                 and self._kbuf.dtype == key_states.dtype and self._kbuf.shape[:2] == key_states.shape[:2])
-        if not fits:                                         # first update, full, or the tensors were replaced
-            cap = max(m, 2 * n, MIN_CAPACITY)
+        if not (held and m <= self._kbuf.shape[-2]):         # first update, full, or the tensors were replaced
+            cap = max(m + MIN_CAPACITY, 2 * self._kbuf.shape[-2] if held else 0)
             kb = key_states.new_empty(*key_states.shape[:2], cap, key_states.shape[3])
             vb = value_states.new_empty(*value_states.shape[:2], cap, value_states.shape[3])
             if n:
