@@ -8,7 +8,7 @@ up to four at a time (the first version, one product at a time, measured 2026-12
 µs, kernel / MKL's skinny gemm: the 49152 x 576 output layer, 1 row 6,300 / 18,800, 4 rows 9,600 / 22,300; a
 1536 x 576 MLP matrix, 1 row 290 / 800, 4 rows 370 / 870, 8 rows 520 / 1,075). Taking two or four products in
 one pass over the weight row made the multi-row cases cheaper (the same matrix, interleaved runs, µs, one
-product at a time / up to four: 4 rows 295-335 / 220-290, 8 rows 390-450 / 360-380; 1 row unchanged), and a whole
+product at a time / up to four: 4 rows 256-335 / 220-314, 8 rows 389-453 / 319-416; 1 row unchanged), and a whole
 SmolLM2-135M forward on a 291-token cache (ms, medians, two interleaved runs): 4 tokens 93-105 -> 87-90,
 8 tokens 127-130 -> 102-113, 1 token 71-77 either way; 12 tokens 131-135 on the kernel against 166-171 on MKL's
 gemm, 16 tokens 154-162 against 163-168, so the kernel takes up to 16 rows.
