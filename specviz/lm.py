@@ -1,6 +1,7 @@
 """A thin, stateful wrapper over a Hugging Face causal LM: its KV cache and the verbs on it.
 
-This is the only module that knows how transformers caches and attention masks work.
+With `kvcache` (the cache's layers), the only inference module that knows how transformers caches and attention
+masks work.
 `LM.forward` feeds new tokens on top of the cached prefix; the new tokens may form a tree
 (``parents`` local to the new tokens, -1 = hangs off the cached prefix), which is run with a
 4-D attention mask and depth-based position ids. `keep` then gathers the positions that
