@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import DynamicCache
 
+from .. import kvcache
 from ..decode import encode_prompt
 
 
@@ -76,7 +76,7 @@ def continue_batch(model, prompts: list[list[int]], max_new: int, top_k: int, eo
     for b, p in enumerate(prompts):
         ids[b, width - len(p):] = torch.tensor(p)
         mask[b, width - len(p):] = 1
-    cache, base, head = DynamicCache(config=model.config), model.get_decoder(), model.get_output_embeddings()
+    cache, base, head = kvcache.new_cache(model.config), model.get_decoder(), model.get_output_embeddings()
     done = torch.zeros(B, dtype=torch.bool)
     out_tok, out_ids, out_lp = [], [], []
     x = ids
