@@ -1,15 +1,15 @@
 """A key/value cache that appends in place: Hugging Face's `DynamicCache` with its full-attention layers growing
 inside a buffer of doubling capacity instead of concatenating.
 
-`DynamicLayer.update` concatenates the cached keys and values with the new ones on every forward, which
-copies the whole cache each step. `GrowingLayer` writes the new states into spare capacity and hands attention
-a view of the filled front, so a step copies only its own tokens (and, amortised, one doubling). On this
-project's CPU, SmolLM2-135M's target forward, the two caches alternated in one process (ms): context 1000,
-1 / 4 tokens 45.9 / 58.1 -> 44.0 / 53.2; 600, 42.9 / 51.7 -> 41.1 / 49.0; 200, 38.4 / 44.3 -> 37.9 / 44.3.
-The cached numbers are the same; `keys` / `values` stay (batch, heads, length, head_dim) tensors, views into the buffer, so `LM.keep` and `crop`, which write into and
-slice them, work unchanged; a layer whose tensors something else replaced adopts them on its next update.
-The training data's batched generation (`train.data.continue_batch`) uses it too (4 prompts of 240-300 tokens,
-48 new each: 5.1 -> 4.6 s, the same tokens and log-probabilities bitwise).
+`DynamicLayer.update` concatenates the cached keys and values with the new ones on every forward, which copies the
+whole cache each step. `GrowingLayer` writes the new states into spare capacity and hands attention a view of the
+filled front, so a step copies only its own tokens (and, amortised, one doubling). On this project's CPU,
+SmolLM2-135M's target forward, the two caches alternated in one process (ms): context 1000, 1 / 4 tokens 45.9 / 58.1
+-> 44.0 / 53.2; 600, 42.9 / 51.7 -> 41.1 / 49.0; 200, 38.4 / 44.3 -> 37.9 / 44.3. The cached numbers are the same;
+`keys` / `values` stay (batch, heads, length, head_dim) tensors, views into the buffer, so `LM.keep` and `crop`,
+which write into and slice them, work unchanged; a layer whose tensors something else replaced adopts them on its
+next update. The training data's batched generation (`train.data.continue_batch`) uses it too (4 prompts of 240-300
+tokens, 48 new each: 5.1 -> 4.6 s, the same tokens and log-probabilities bitwise).
 """
 from __future__ import annotations
 
