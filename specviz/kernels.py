@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import types
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
@@ -51,7 +52,8 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from . import rowkernel
 
-ATTENTION = "specviz_sdpa_gqa"
+ATTENTION = "specviz_sdpa_gqa"                # a draft's attention
+ROWS_ATTENTION = "specviz_rows"               # a target's: batch-invariant (rows_attention)
 
 
 def padded_rows(rows: int) -> int:
@@ -85,6 +87,8 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     x2 = x.reshape(rows, x.shape[-1])
     if rowkernel.serves(x2, weight):                                             # 1..16 rows at memory speed
         y = rowkernel.linear(x2, weight)
+    elif weight.dtype != torch.float32:                                          # bf16 past the kernel: oneDNN's gemm
+        return F.linear(x, weight, bias)
     else:
         pad = padded_rows(rows) - rows
         if pad:
@@ -107,8 +111,54 @@ def sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, sc
     return out.transpose(1, 2).contiguous(), None
 
 
+ROWS_MAX_QUERIES = 64                         # wider forwards (prefills) keep the fused kernel
+
+
+def _heads_as_rows(t: torch.Tensor) -> torch.Tensor:
+    """(1, H, L, d) keys or values -> (H cap, d) fp32 rows, head h in rows h cap .. h cap + L - 1: the cache's own
+    buffer where it is fp32 with contiguous rows (`kvcache` views hold cap >= L rows a head), else a copy (cap = L)."""
+    _, H, L, d = t.shape
+    if t.dtype == torch.float32 and t.stride(3) == 1 and t.stride(2) == d and t.stride(1) % d == 0 and t.stride(1) >= L * d:
+        cap = t.stride(1) // d
+        if t.storage_offset() + H * cap * d <= t.untyped_storage().nbytes() // 4:
+            return t.as_strided((H * cap, d), (d, 1))
+    return t[0].float().contiguous().view(H * L, d)
+
+
+def rows_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
+                   **kwargs):
+    """`sdpa_gqa`'s attention, batch-invariant for up to ROWS_MAX_QUERIES queries: a query's output is bitwise the
+    same whether it runs alone (a decode step) or among others (a verify forward, a tree).
+
+    PyTorch's fused kernel is not (a query among 4 differs from the same query alone by 4e-7 in fp32 and by one
+    bf16 step, 1e-3, in bf16: measured 2026-12-02), and in bf16 that was enough to flip greedy tokens on most
+    prompts. Here every (head, query) pair runs on its own in the row kernel's module (`_rowkernel_ir.attend`):
+    the scores are the row kernel's dot products, and the softmax and the weighted sum of values run in plain
+    order over the keys the query may see, so neither the other queries nor the keys it cannot see (masked, or
+    past its own position in a wider forward) change a bit of its output. fp32 inside, rounded once to the
+    model's dtype; wider forwards (prefills) and a batch of several sequences keep `sdpa_gqa`."""
+    B, Hq, n, d = query.shape
+    if B != 1 or n > ROWS_MAX_QUERIES or dropout or not rowkernel.enabled():
+        return sdpa_gqa(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+    L = key.shape[-2]
+    if attention_mask is not None and attention_mask.ndim == 4:                # (B, 1, n, >= L): bool or additive
+        m = attention_mask[0, 0, :, :L]
+        allow = m if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2
+    else:                                                                       # causal, bottom-right aligned
+        allow = torch.ones(n, L, dtype=torch.bool).tril(L - n)
+    k, v = (_heads_as_rows(t) for t in (key, value))                              # (Hkv cap, d), cap rows a head
+    out = torch.empty(Hq, n, d)
+    from ._rowkernel_ir import attend
+    scale = np.float32(d ** -0.5 if scaling is None else scaling)
+    attend(query[0].float().contiguous().numpy(), k.numpy(), v.numpy(), len(k) // key.shape[1], L,
+           allow.contiguous().numpy(), scale, torch.empty(Hq, n, L).numpy(), out.numpy())
+    return out.transpose(0, 1)[None].to(query.dtype).contiguous(), None
+
+
 AttentionInterface.register(ATTENTION, sdpa_gqa)
 AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+AttentionInterface.register(ROWS_ATTENTION, rows_attention)
+AttentionMaskInterface.register(ROWS_ATTENTION, sdpa_mask)
 
 
 def _set_attention(model: torch.nn.Module, frm: str, to: str) -> bool:
@@ -153,23 +203,32 @@ def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
 
 
 def wanted(model: torch.nn.Module) -> bool:
-    """The swap pays on CPU in fp32 (measured); elsewhere the stock kernels stay."""
+    """The swap pays on CPU in fp32 and bf16 (measured); elsewhere the stock kernels stay."""
     p = next(model.parameters())
-    return p.device.type == "cpu" and p.dtype == torch.float32
+    return p.device.type == "cpu" and p.dtype in rowkernel.WEIGHT_DTYPES
+
+
+def invariant_attention(model: torch.nn.Module, half_rows: bool = False) -> bool:
+    """Whether `model` gets the batch-invariant `rows_attention`: a bf16 target. fp32 keeps the fused kernel, whose
+    variation (a logit moves by at most 4e-5 between a one-token step and a 16-token verify, 2026-12-02) has not
+    flipped a greedy token in any audit, while `rows_attention` costs 5 ms on an 8-token fp32 forward and 12 ms on
+    16 (60 -> 55 and 83 -> 70 ms with the fused kernel); in bf16 the variation is 0.5 and flipped most prompts. A
+    draft (`half_rows`) keeps the fused kernel too: its numbers need only be the q it proposes from."""
+    return not half_rows and next(model.parameters()).dtype == torch.bfloat16
 
 
 def install(model: torch.nn.Module, half_rows: bool = False) -> int:
-    """Give every nn.Linear of `model` the skinny forward and its sdpa attention `sdpa_gqa`, where `wanted`;
-    `half_rows` (a draft's model only: never one a target shares) runs its one-row products in fp16 (module
-    docstring). Returns how many linear layers were swapped."""
+    """Give every nn.Linear of `model` the skinny forward, where `wanted`, and its sdpa attention `sdpa_gqa` (or the
+    batch-invariant `rows_attention`: `invariant_attention`); `half_rows` (a draft's model only: never one a target
+    shares) runs its one-row products in fp16 (module docstring). Returns how many linear layers were swapped."""
     if not wanted(model):
         return 0
-    _set_attention(model, "sdpa", ATTENTION)
+    _set_attention(model, "sdpa", ROWS_ATTENTION if invariant_attention(model, half_rows) else ATTENTION)
     n = 0
     for mod in model.modules():
         if type(mod) is torch.nn.Linear:
             mod.forward = types.MethodType(_forward, mod)
-            mod.half_rows = half_rows
+            mod.half_rows = half_rows and mod.weight.dtype == torch.float32     # bf16 weights are half-size already
             n += 1
     return n
 
@@ -195,7 +254,9 @@ def full_rows(*models: torch.nn.Module):
 def stock(*models: torch.nn.Module):
     """Run the block with the stock nn.Linear forward and attention on `models`, then restore what was installed."""
     swapped = [mod for mod in _linears(models) if "forward" in mod.__dict__]
-    attention = [m for m in {id(m): m for m in models}.values() if _set_attention(m, ATTENTION, "sdpa")]
+    attention = [(m, impl) for m in {id(m): m for m in models}.values()
+                 for impl in [getattr(m.config, "_attn_implementation", None)]
+                 if impl in (ATTENTION, ROWS_ATTENTION) and _set_attention(m, impl, "sdpa")]
     for mod in swapped:
         del mod.forward
     try:
@@ -203,5 +264,5 @@ def stock(*models: torch.nn.Module):
     finally:
         for mod in swapped:
             mod.forward = types.MethodType(_forward, mod)
-        for m in attention:
-            m.set_attn_implementation(ATTENTION)
+        for m, impl in attention:
+            m.set_attn_implementation(impl)

@@ -88,10 +88,10 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> str:
-    """"auto" -> "bf16" where bf16 is native (see ModelConfig), else "fp32"; explicit names pass through."""
+    """"auto" -> fp32 on a CPU, bf16 on a GPU that has it natively (see ModelConfig); explicit names pass through."""
     if dtype != "auto":
         return dtype
-    return "bf16" if native_bf16(device) else "fp32"
+    return "bf16" if device.type != "cpu" and native_bf16(device) else "fp32"
 
 
 def on_space() -> bool:

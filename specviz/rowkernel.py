@@ -31,6 +31,7 @@ import threading
 import torch
 
 MAX_ROWS = 16                     # 17+ rows: MKL's blocked gemm (module docstring)
+WEIGHT_DTYPES = (torch.float32, torch.bfloat16)   # what `dots` reads; `linear` serves fp32 (module docstring)
 _state = {"enabled": True, "kernel": None, "failed": False}
 _local = threading.local()        # numba's thread count is per calling thread (a Gradio handler is one)
 
@@ -52,24 +53,33 @@ def _kernel():
 
 
 def serves(x2: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether the kernel takes this product: (rows, in) fp32 CPU input with 1..MAX_ROWS rows, outside autograd."""
+    """Whether the kernel takes this linear layer's product: (rows, in) fp32 CPU input with 1..MAX_ROWS rows, outside
+    autograd."""
     return (1 <= x2.shape[0] <= MAX_ROWS and x2.dtype == weight.dtype == torch.float32
             and x2.device.type == weight.device.type == "cpu" and not torch.is_grad_enabled() and enabled())
 
 
 def linear(x2: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x2 @ weight^T for a (rows, in) input the kernel `serves` -> (rows, out)."""
+    try:
+        return dots(x2, weight)
+    except Exception:                            # a numba that cannot compile here: torch's kernels from now on
+        _state["failed"], _state["kernel"] = True, None
+        return torch.nn.functional.linear(x2, weight)
+
+
+def dots(x2: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """(rows, in) x (out, in) -> (rows, out) fp32: every dot product in the declared order, any row count (the
+    caller checks `enabled`); x2 is read in fp32, weight in fp32 or bf16 (CPU tensors outside autograd)."""
     threads = torch.get_num_threads()                # numba follows torch's thread count
     if threads != getattr(_local, "threads", 0):
         import numba
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
         _local.threads = threads
+    w = weight.detach().contiguous()
+    w = w.view(torch.int16) if w.dtype == torch.bfloat16 else w      # bf16 bits: the kernel widens them on load
     y = torch.empty(x2.shape[0], weight.shape[0], dtype=torch.float32)
-    try:
-        _kernel()(weight.detach().contiguous().numpy(), x2.detach().contiguous().numpy(), y.numpy())
-    except Exception:                            # a numba that cannot compile here: torch's kernels from now on
-        _state["failed"], _state["kernel"] = True, None
-        return torch.nn.functional.linear(x2, weight)
+    _kernel()(w.numpy(), x2.detach().float().contiguous().numpy(), y.numpy())
     return y
 
 

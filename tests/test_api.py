@@ -78,10 +78,12 @@ def test_missing_weights_give_a_clear_message(tmp_path):
         load_pair(ModelConfig(target=str(tmp_path / "nothing-here"), dtype="fp32", device="cpu"))
 
 
-def test_auto_dtype_is_bf16_only_where_bf16_is_native():
+def test_auto_dtype_is_fp32_on_every_cpu(monkeypatch):
+    from pathlib import Path
     from specviz.loading import native_bf16, resolve_dtype
     cpu = torch.device("cpu")
-    assert resolve_dtype("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "flags : avx2 avx512_bf16 amx_bf16")
+    assert native_bf16(cpu) and resolve_dtype("auto", cpu) == "fp32"      # bf16 there too: not batch-invariant
     assert resolve_dtype("bf16", cpu) == "bf16" and resolve_dtype("fp32", cpu) == "fp32"
     assert ModelConfig().dtype == "auto"
 

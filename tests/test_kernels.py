@@ -18,16 +18,23 @@ def test_skinny_linear_matches_f_linear_for_every_row_count():
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_install_is_cpu_fp32_only_and_stock_restores_it():
+def test_install_is_cpu_fp32_and_bf16_and_stock_restores_it():
     model = tiny_llama()
     lin = [m for m in model.modules() if type(m) is torch.nn.Linear]
     assert kernels.install(model) == len(lin) > 0 and all("forward" in m.__dict__ for m in lin)
     assert model.config._attn_implementation == kernels.ATTENTION
-    with kernels.stock(model, model):                       # the same model twice (a self-draft pair) is fine
+    bf16 = tiny_llama(dtype=torch.bfloat16)                  # a bf16 target: the invariant attention
+    assert kernels.install(bf16) == len(lin) and bf16.config._attn_implementation == kernels.ROWS_ATTENTION
+    with kernels.stock(model, model, bf16):                 # the same model twice (a self-draft pair) is fine
         assert not any("forward" in m.__dict__ for m in lin) and model.config._attn_implementation == "sdpa"
+        assert bf16.config._attn_implementation == "sdpa"
     assert all("forward" in m.__dict__ for m in lin) and model.config._attn_implementation == kernels.ATTENTION
-    bf16 = tiny_llama(dtype=torch.bfloat16)
-    assert kernels.install(bf16) == 0 and bf16.config._attn_implementation == "sdpa"
+    assert bf16.config._attn_implementation == kernels.ROWS_ATTENTION
+    bf16_draft = tiny_llama(dtype=torch.bfloat16)            # a bf16 draft: the fused attention, never fp16 rows
+    assert kernels.install(bf16_draft, half_rows=True) and not any(kernels.halves(m) for m in bf16_draft.modules())
+    assert bf16_draft.config._attn_implementation == kernels.ATTENTION
+    f16 = tiny_llama(dtype=torch.float16)
+    assert kernels.install(f16) == 0 and f16.config._attn_implementation == "sdpa"
 
 
 def test_shared_kv_attention_matches_stock_on_cache_chain_and_tree():
@@ -106,3 +113,37 @@ def test_padded_rows_skip_the_slow_widths():
     assert [kernels.padded_rows(r) for r in (1, 2, 3, 4, 5, 6, 15, 16, 17, 24, 25, 33)] == [2, 2, 4, 4, 5, 16, 16, 16,
                                                                                                 24, 24, 32, 33]
     assert all(kernels.padded_rows(r) >= r for r in range(1, 130))
+
+
+def test_rows_attention_is_batch_invariant_and_agrees_with_sdpa():
+    """A query's output is bitwise the same alone or among 2-16 others (causal, additive and bool masks, a cache
+    view with spare rows), and equal to the fused kernel's within float rounding."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = torch.randn(1, 6, 16, 32, generator=g), torch.randn(1, 2, 90, 32, generator=g), torch.randn(1, 2, 90, 32, generator=g)
+    k, v = k[:, :, :80], v[:, :, :80]                        # views with 10 spare rows a head, as kvcache hands them
+    alone = torch.cat([kernels.rows_attention(None, q[:, :, i:i + 1], k[:, :, :65 + i], v[:, :, :65 + i], None)[0]
+                       for i in range(16)], 1)
+    for n in (2, 5, 16):
+        causal = kernels.rows_attention(None, q[:, :, :n], k[:, :, :64 + n], v[:, :, :64 + n], None)[0]
+        allow = torch.ones(n, 64 + n, dtype=torch.bool).tril(64)[None, None]
+        additive = torch.zeros(allow.shape).masked_fill(~allow, torch.finfo(torch.float32).min)
+        for mask in (allow, additive):
+            got = kernels.rows_attention(None, q[:, :, :n], k[:, :, :64 + n], v[:, :, :64 + n], mask)[0]
+            assert torch.equal(got, causal)
+        assert torch.equal(causal, alone[:, :n])
+        fused = kernels.sdpa_gqa(None, q[:, :, :n], k[:, :, :64 + n], v[:, :, :64 + n], additive)[0]
+        torch.testing.assert_close(causal, fused, rtol=1e-5, atol=1e-5)
+
+
+def test_a_bf16_target_is_batch_invariant_on_chains_and_trees():
+    """bf16 logits bitwise the same for a token run alone, in a chain of 2-8, or at its place in a tree."""
+    lm = LM(tiny_llama(vocab=64, layers=2, hidden=64, dtype=torch.bfloat16))
+    ctx, new = list(range(3, 40)), [10, 11, 12, 13, 14, 15, 16, 17]
+    lm.forward(ctx)
+    alone = torch.cat([lm.forward([t]).logits for t in new])
+    for n in (2, 3, 8):
+        lm.crop(len(ctx))
+        assert torch.equal(lm.forward(new[:n]).logits, alone[:n])
+    lm.crop(len(ctx))                                          # the chain 10 11 12 and a sibling branch 20 21
+    tree = lm.forward([10, 20, 11, 21, 12], parents=[-1, -1, 0, 1, 2]).logits
+    assert torch.equal(tree[[0, 2, 4]], alone[:3])

@@ -44,3 +44,19 @@ def test_default_pair_copies_from_the_context_losslessly(real_pair):
         assert len(accepted) >= 10 and len(tr.rounds) < 0.75 * len(ar.rounds)
         if real_pair.info["device"] == "cpu" and real_pair.info["dtype"] == "fp32" and run.method != "dyspec":
             assert max(len(r.copied or ()) for r in tr.rounds) > run.lookup.k
+
+
+def test_default_pair_in_bf16_keeps_greedy_equality():
+    """bf16 (`--dtype bf16`): the target's attention is batch-invariant (kernels.rows_attention) and its linear
+    layers run on oneDNN's bf16 gemm, so a chain and a DySpec tree (EAGLE drafter) reproduce the autoregressive
+    output token for token; with the fused attention they left it on most Spec-Bench prompts (2026-12-02)."""
+    from dataclasses import replace
+
+    from specviz.config import DySpecConfig
+
+    pair = load_pair(ModelConfig(dtype="bf16", device="cpu"), progress=lambda m: None)
+    ids = encode_prompt(pair.tokenizer, "Write a haiku about the sea, then explain its imagery.")
+    base = RunConfig(max_new_tokens=40, drafter="eagle")
+    ar = generate(pair, ids, replace(base, method="ar"))
+    for run in (replace(base, method="chain"), replace(base, method="dyspec", dyspec=DySpecConfig(budget=8))):
+        assert generate(pair, ids, run).output_ids == ar.output_ids, run.method

@@ -36,6 +36,20 @@ def test_row_kernel_is_batch_invariant():
             assert torch.equal(rowkernel.linear(x[2:9], w), alone[2:9])
 
 
+def test_bf16_weights_are_widened_exactly():
+    """`dots` over bf16 weights: the product of their exact fp32 values in the declared order (the same bits as over
+    the widened fp32 array), batch-invariant; linear layers in bf16 keep torch's kernels."""
+    g = torch.Generator().manual_seed(2)
+    w, x = torch.randn(130, 1536 + 5, generator=g).bfloat16(), torch.randn(5, 1536 + 5, generator=g)
+    with torch.no_grad():
+        got = rowkernel.dots(x, w)
+        assert got.dtype == torch.float32 and torch.equal(got, rowkernel.dots(x, w.float()))
+        assert torch.equal(got[2:4], rowkernel.dots(x[2:4], w))
+        torch.testing.assert_close(got, x @ w.float().T, rtol=1e-5, atol=1e-4)
+        xb = x.bfloat16()
+        assert not rowkernel.serves(xb, w) and torch.equal(kernels.skinny_linear(xb, w), F.linear(xb, w))
+
+
 def test_off_restores_and_a_missing_numba_falls_back(monkeypatch):
     w, x = torch.randn(40, 16), torch.randn(3, 16)
     with torch.no_grad():
