@@ -148,7 +148,8 @@ def notes(result: dict) -> list[str]:
     if len(result["suites"]) > 1:
         out.append("- Greedy mismatches by dtype: " + ", ".join(
             f"{dt} {len(s['mismatches'])}" for dt, s in result["suites"].items())
-                   + " (bf16 can flip near-ties, where the batched verify forward rounds differently; fp32 must give 0).")
+                   + " (specviz's methods must give 0 in either: its targets' forwards are batch-invariant on CPU, "
+                   "kernels.py; Hugging Face's own loop may flip a bf16 near-tie).")
     return out
 
 

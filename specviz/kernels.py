@@ -30,12 +30,20 @@ recomputes it), so every method stays lossless; fp16 changes the draft's logits 
 (argmax equal to fp32's at 99.8 % of real positions). Few-row steps (a chain's first step, tree levels)
 stay fp32: fp16 gemms with 2-16 rows are no faster here.
 
+Batch invariance: the decode loop's promise that greedy output equals the target's needs a token's logits to be
+the same whether the target runs it alone (the autoregressive step) or inside a verify forward. fp32 products on
+`rowkernel` are bitwise so; PyTorch's fused attention is not, by at most 4e-5 in a logit in fp32 (no greedy token
+flipped in any audit) and by up to 0.5 in bf16, which left the autoregressive output on 5-7 of 8 Spec-Bench prompts.
+A bf16 target therefore runs `rows_attention` (`invariant_attention`): bitwise the same logits for 1-16 tokens,
+chains and trees, tested.
+
 Since 2026-12-02 products of 1-16 rows go to `rowkernel` (a numba kernel that streams each weight once at
 memory speed, batch-invariant; 1 target token 87 -> 70 ms): the skinny gemm and `padded_rows` serve 17-128
 rows, and every width where numba is missing or `rowkernel.off()` is in force.
 
-`install(model)` swaps the skinny forward into every `nn.Linear` of a CPU fp32 model (one row included: it
-pads to two, `padded_rows`) and `sdpa_gqa` in for its sdpa attention; `stock(model)` puts
+`install(model)` swaps the skinny forward into every `nn.Linear` of a CPU fp32 or bf16 model (one row included:
+it pads to two, `padded_rows`; bf16 keeps F.linear) and `sdpa_gqa` (a bf16 target: `rows_attention`) in for its sdpa
+attention; `stock(model)` puts
 the stock forward and attention back for a while, so the Hugging Face baselines run exactly as a user
 would run them; `full_rows(model)` turns the half rows off for a while (the benchmark's ablation).
 """
@@ -44,13 +52,13 @@ from __future__ import annotations
 import contextlib
 import types
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from . import rowkernel
+from .rows_attention import rows_attention
 
 ATTENTION = "specviz_sdpa_gqa"                # a draft's attention
 ROWS_ATTENTION = "specviz_rows"               # a target's: batch-invariant (rows_attention)
@@ -111,50 +119,6 @@ def sdpa_gqa(module, query, key, value, attention_mask, dropout: float = 0.0, sc
     return out.transpose(1, 2).contiguous(), None
 
 
-ROWS_MAX_QUERIES = 64                         # wider forwards (prefills) keep the fused kernel
-
-
-def _heads_as_rows(t: torch.Tensor) -> torch.Tensor:
-    """(1, H, L, d) keys or values -> (H cap, d) fp32 rows, head h in rows h cap .. h cap + L - 1: the cache's own
-    buffer where it is fp32 with contiguous rows (`kvcache` views hold cap >= L rows a head), else a copy (cap = L)."""
-    _, H, L, d = t.shape
-    if t.dtype == torch.float32 and t.stride(3) == 1 and t.stride(2) == d and t.stride(1) % d == 0 and t.stride(1) >= L * d:
-        cap = t.stride(1) // d
-        if t.storage_offset() + H * cap * d <= t.untyped_storage().nbytes() // 4:
-            return t.as_strided((H * cap, d), (d, 1))
-    return t[0].float().contiguous().view(H * L, d)
-
-
-def rows_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
-                   **kwargs):
-    """`sdpa_gqa`'s attention, batch-invariant for up to ROWS_MAX_QUERIES queries: a query's output is bitwise the
-    same whether it runs alone (a decode step) or among others (a verify forward, a tree).
-
-    PyTorch's fused kernel is not (a query among 4 differs from the same query alone by 4e-7 in fp32 and by one
-    bf16 step, 1e-3, in bf16: measured 2026-12-02), and in bf16 that was enough to flip greedy tokens on most
-    prompts. Here every (head, query) pair runs on its own in the row kernel's module (`_rowkernel_ir.attend`):
-    the scores are the row kernel's dot products, and the softmax and the weighted sum of values run in plain
-    order over the keys the query may see, so neither the other queries nor the keys it cannot see (masked, or
-    past its own position in a wider forward) change a bit of its output. fp32 inside, rounded once to the
-    model's dtype; wider forwards (prefills) and a batch of several sequences keep `sdpa_gqa`."""
-    B, Hq, n, d = query.shape
-    if B != 1 or n > ROWS_MAX_QUERIES or dropout or not rowkernel.enabled():
-        return sdpa_gqa(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
-    L = key.shape[-2]
-    if attention_mask is not None and attention_mask.ndim == 4:                # (B, 1, n, >= L): bool or additive
-        m = attention_mask[0, 0, :, :L]
-        allow = m if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2
-    else:                                                                       # causal, bottom-right aligned
-        allow = torch.ones(n, L, dtype=torch.bool).tril(L - n)
-    k, v = (_heads_as_rows(t) for t in (key, value))                              # (Hkv cap, d), cap rows a head
-    out = torch.empty(Hq, n, d)
-    from ._rowkernel_ir import attend
-    scale = np.float32(d ** -0.5 if scaling is None else scaling)
-    attend(query[0].float().contiguous().numpy(), k.numpy(), v.numpy(), len(k) // key.shape[1], L,
-           allow.contiguous().numpy(), scale, torch.empty(Hq, n, L).numpy(), out.numpy())
-    return out.transpose(0, 1)[None].to(query.dtype).contiguous(), None
-
-
 AttentionInterface.register(ATTENTION, sdpa_gqa)
 AttentionMaskInterface.register(ATTENTION, sdpa_mask)
 AttentionInterface.register(ROWS_ATTENTION, rows_attention)
@@ -206,6 +170,25 @@ def wanted(model: torch.nn.Module) -> bool:
     """The swap pays on CPU in fp32 and bf16 (measured); elsewhere the stock kernels stay."""
     p = next(model.parameters())
     return p.device.type == "cpu" and p.dtype in rowkernel.WEIGHT_DTYPES
+
+
+def bf16_linear_invariant(model: torch.nn.Module, rows: int = 17) -> bool:
+    """Whether torch's bf16 gemm gives a row the same bits alone and among 2..`rows` rows (a tree of 16 and its root),
+    on a sample of `model`'s own linear layers (the first decoder layer's and the output layer). With
+    `rows_attention` this is what keeps a bf16 target's verify forward equal to its decode step. Measured true on a
+    Xeon with AMX (oneDNN, 1-32 rows, every shape of the default target, 2026-12-02); nothing promises it elsewhere,
+    so `loading.load_pair` asks before it trusts bf16. About 0.1 s for the default target."""
+    lins = [m for m in model.modules() if type(m) is torch.nn.Linear]
+    head = model.get_output_embeddings()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for mod in {id(m): m for m in lins[:7] + [head]}.values():
+            w = mod.weight
+            x = torch.randn(rows, w.shape[1], generator=g).to(w.dtype)
+            alone = torch.cat([F.linear(x[i:i + 1], w) for i in range(rows)])
+            if not all(torch.equal(F.linear(x[:n], w), alone[:n]) for n in (2, 3, 4, 5, 8, 9, rows)):
+                return False
+    return True
 
 
 def invariant_attention(model: torch.nn.Module, half_rows: bool = False) -> bool:

@@ -14,12 +14,13 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
 import torch
 
+from . import kernels
 from .config import ModelConfig
 from .lm import LM
 
@@ -76,22 +77,29 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def _cpu_flags() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:                                   # not Linux: no cheap probe, so the safe choice (fp32)
+        return ""
+
+
 def native_bf16(device: torch.device) -> bool:
     """Does this device multiply bf16 in hardware (rather than emulating it through fp32)?"""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:                                   # not Linux: no cheap probe, so the safe choice (fp32)
-        return False
+    flags = _cpu_flags()
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> str:
-    """"auto" -> fp32 on a CPU, bf16 on a GPU that has it natively (see ModelConfig); explicit names pass through."""
+    """"auto" -> bf16 on a GPU that has it natively and on a CPU with AMX, fp32 elsewhere (see ModelConfig); explicit
+    names pass through. On a CPU `load_pair` still checks that bf16 is batch-invariant there, else takes fp32."""
     if dtype != "auto":
         return dtype
-    return "bf16" if device.type != "cpu" and native_bf16(device) else "fp32"
+    if device.type == "cpu":
+        return "bf16" if "amx_bf16" in _cpu_flags() else "fp32"
+    return "bf16" if native_bf16(device) else "fp32"
 
 
 def on_space() -> bool:
@@ -283,6 +291,12 @@ def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
     t0 = time.perf_counter()
     target_src = cfg.target or str(default_target_dir(progress))
     target, tok = _load_hf(target_src, dtype, device)
+    if dtype == torch.bfloat16 and device.type == "cpu" and not kernels.bf16_linear_invariant(target):
+        if cfg.dtype == "auto":                       # exactness first: fp32's products are invariant by construction
+            progress("specviz: this CPU's bf16 matmuls give a row different bits in a wider batch; using fp32")
+            return load_pair(replace(cfg, dtype="fp32"), progress)
+        progress("specviz: warning: this CPU's bf16 matmuls give a row different bits in a wider batch, so greedy "
+                 "speculative output may leave the autoregressive one at near-ties (fp32 keeps them equal)")
     if tok is None:
         raise FileNotFoundError(f"no tokenizer found with target {target_src}")
     draft_src = cfg.draft or DEFAULT_DRAFT

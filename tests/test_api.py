@@ -78,14 +78,40 @@ def test_missing_weights_give_a_clear_message(tmp_path):
         load_pair(ModelConfig(target=str(tmp_path / "nothing-here"), dtype="fp32", device="cpu"))
 
 
-def test_auto_dtype_is_fp32_on_every_cpu(monkeypatch):
-    from pathlib import Path
-    from specviz.loading import native_bf16, resolve_dtype
+def test_auto_dtype_is_bf16_on_a_cpu_with_amx_only(monkeypatch):
+    import specviz.loading as loading
     cpu = torch.device("cpu")
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "flags : avx2 avx512_bf16 amx_bf16")
-    assert native_bf16(cpu) and resolve_dtype("auto", cpu) == "fp32"      # bf16 there too: not batch-invariant
-    assert resolve_dtype("bf16", cpu) == "bf16" and resolve_dtype("fp32", cpu) == "fp32"
+    for flags, want in (("avx2 avx512_bf16 amx_bf16", "bf16"), ("avx2 avx512_bf16", "fp32"), ("avx2", "fp32"), ("", "fp32")):
+        monkeypatch.setattr(loading, "_cpu_flags", lambda flags=flags: f"flags : {flags}")
+        assert loading.resolve_dtype("auto", cpu) == want, flags
+    assert loading.resolve_dtype("bf16", cpu) == "bf16" and loading.resolve_dtype("fp32", cpu) == "fp32"
     assert ModelConfig().dtype == "auto"
+
+
+def test_bf16_that_is_not_batch_invariant_falls_back_to_fp32(monkeypatch):
+    """auto takes fp32 where the CPU's bf16 gemm fails the invariance probe; an explicit bf16 stays, with a warning."""
+    import specviz.loading as loading
+    from specviz import kernels
+    monkeypatch.setattr(loading, "_cpu_flags", lambda: "flags : avx2 amx_bf16")
+    monkeypatch.setattr(kernels, "bf16_linear_invariant", lambda model: False)
+    said = []
+    pair = loading.load_pair(ModelConfig(dtype="auto", device="cpu"), progress=said.append)
+    assert pair.info["dtype"] == "fp32" and any("using fp32" in m for m in said)
+    said.clear()
+    pair = loading.load_pair(ModelConfig(dtype="bf16", device="cpu"), progress=said.append)
+    assert pair.info["dtype"] == "bf16" and any("warning" in m for m in said)
+
+
+def test_the_bf16_probe_passes_on_invariant_products_only(monkeypatch):
+    import torch.nn.functional as F
+    from specviz import kernels
+    from specviz.loading import tiny_llama
+    model = tiny_llama(dtype=torch.bfloat16)
+    real = F.linear
+    monkeypatch.setattr(F, "linear", lambda x, w, b=None: real(x, w, b) + (x.shape[0] > 3))   # wide batches drift
+    assert not kernels.bf16_linear_invariant(model)
+    monkeypatch.setattr(F, "linear", real)
+    assert isinstance(kernels.bf16_linear_invariant(model), bool)        # True on a Xeon with AMX (measured)
 
 
 def test_specviz_gguf_names_the_default_target_file(monkeypatch, tmp_path):
