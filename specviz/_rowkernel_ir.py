@@ -113,7 +113,7 @@ def attend(q, k, v, cap, L, allow, scale, s, out):
     the keys j that query i may see (`allow[i, j]`, increasing j), p the softmax of scale * q[h, i] . k_h'[j], where
     h' = h // (query heads per key/value head) and k_h' = k[h' cap : h' cap + L] (v the same). q (Hq, n, d); k and v
     (Hkv cap, d), key/value head h' in rows h' cap ..; s (Hq, n, L) scratch; out (Hq, n, d); all fp32 C-contiguous.
-    The dot products are the row kernel's (each in the declared order, whatever the tile it ran in); max, exp, the
+    The dot products are the row kernel's (each in the declared order, whatever else its call holds); max, exp, the
     softmax's sum and the weighted sum run in plain order over j, so a query's output depends neither on which
     other queries share the call nor on keys it cannot see."""
     Hq, n, d = q.shape

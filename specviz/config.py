@@ -403,7 +403,7 @@ class ModelConfig:
     linearly with n (72 ms at n = 1, 541 ms at n = 16) while fp32 with specviz's kernels (kernels.py) stays nearly
     flat (69 ms at n = 1, 78 ms at n = 4, 122 ms at n = 16): bf16 would price trees out. On a CPU with AMX (Intel
     Xeon, 2026-12-02, `python -m specviz.budget`) bf16 is the flat one (38.6 / 40.8 / 50.7 ms at n = 1 / 4 / 16,
-    fp32 37.4 / 47.0 / 70.4) and, with the target's attention made batch-invariant (kernels.rows_attention), as
+    fp32 37.4 / 47.0 / 70.4) and, with the target's attention made batch-invariant (specviz/rows_attention.py), as
     exact: 0 greedy mismatches on 24 Spec-Bench prompts, where the fused attention had left the autoregressive
     output on 5-7 of 8. Invariance of the bf16 matmuls themselves is measured, not promised, so `load_pair` probes
     it (kernels.bf16_linear_invariant) and falls back to fp32 where it fails.

@@ -22,8 +22,8 @@ whether it runs alone or inside a verify forward, at any row count.
 
 bf16 weights (`dots`; the bf16 target's attention reads its cache through it, kernels.rows_attention) are widened
 to fp32 exactly as they are loaded, so a bf16 product is the same sequence of roundings as over the fp32 copy. The
-linear layers of a bf16 model keep torch's kernels: on a CPU with AMX oneDNN's
-bf16 gemm is flat in rows (a forward of 1 / 4 / 16 tokens 36 / 38 / 42 ms, against 41 / 42 / 53 on this kernel,
+linear layers of a bf16 model keep torch's kernels: on a CPU with AMX oneDNN's bf16 gemm is flat in rows (a
+target forward of 1 / 4 / 16 tokens 38 / 40 / 43 ms, against 34 / 42 / 66 with this kernel serving them,
 2026-12-02) and, measured there, batch-invariant for 1-32 rows at every shape of the default target.
 
 numba is a dependency (requirements.txt); where it cannot be imported or compiled, `serves` says no and
