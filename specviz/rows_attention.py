@@ -23,6 +23,22 @@ def _heads_as_rows(t: torch.Tensor) -> torch.Tensor:
     return t[0].float().contiguous().view(H * L, d)
 
 
+def _allowed(module, mask, n: int, L: int, kwargs: dict) -> torch.Tensor | None:
+    """(n, L) bool: the keys each query may see; None where the mask says more than that (an additive bias, a
+    soft cap, a sliding window) or the layer is not causal, which `rows_attention` leaves to the fused kernel."""
+    if kwargs.get("softcap") or kwargs.get("sliding_window") or kwargs.get("s_aux") is not None:
+        return None
+    if mask is None:                                                            # causal, bottom-right aligned
+        return torch.ones(n, L, dtype=torch.bool).tril(L - n) if getattr(module, "is_causal", True) else None
+    if mask.ndim != 4 or mask.shape[0] != 1:
+        return None
+    m = mask[0, 0, :, :L]                                                       # (n, L): bool or additive
+    if m.dtype == torch.bool:
+        return m
+    blocked = m <= torch.finfo(m.dtype).min / 2
+    return ~blocked if bool(((m == 0) | blocked).all()) else None
+
+
 def rows_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
                    **kwargs):
     """`sdpa_gqa`'s attention, batch-invariant for up to ROWS_MAX_QUERIES queries: a query's output is bitwise the
@@ -34,17 +50,14 @@ def rows_attention(module, query, key, value, attention_mask, dropout: float = 0
     the scores are the row kernel's dot products, and the softmax and the weighted sum of values run in plain
     order over the keys the query may see, so neither the other queries nor the keys it cannot see (masked, or
     past its own position in a wider forward) change a bit of its output. fp32 inside, rounded once to the
-    model's dtype; wider forwards (prefills) and a batch of several sequences keep `sdpa_gqa`."""
+    model's dtype; wider forwards (prefills), a batch of several sequences and autograd keep `sdpa_gqa`."""
     B, Hq, n, d = query.shape
-    if B != 1 or n > ROWS_MAX_QUERIES or dropout or not rowkernel.enabled():
+    L = key.shape[-2]
+    allow = _allowed(module, attention_mask, n, L, kwargs)
+    if (allow is None or B != 1 or n > ROWS_MAX_QUERIES or dropout or query.requires_grad
+            or not rowkernel.enabled()):
         from .kernels import sdpa_gqa
         return sdpa_gqa(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
-    L = key.shape[-2]
-    if attention_mask is not None and attention_mask.ndim == 4:                # (B, 1, n, >= L): bool or additive
-        m = attention_mask[0, 0, :, :L]
-        allow = m if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2
-    else:                                                                       # causal, bottom-right aligned
-        allow = torch.ones(n, L, dtype=torch.bool).tril(L - n)
     k, v = (_heads_as_rows(t) for t in (key, value))                              # (Hkv cap, d), cap rows a head
     out = torch.empty(Hq, n, d)
     from ._rowkernel_ir import attend

@@ -133,6 +133,13 @@ def test_rows_attention_is_batch_invariant_and_agrees_with_sdpa():
         assert torch.equal(causal, alone[:, :n])
         fused = kernels.sdpa_gqa(None, q[:, :, :n], k[:, :, :64 + n], v[:, :, :64 + n], additive)[0]
         torch.testing.assert_close(causal, fused, rtol=1e-5, atol=1e-5)
+    soft = additive.clone()
+    soft[..., 0] = -1.5                                       # a bias, not a mask: the fused kernel takes it
+    torch.testing.assert_close(kernels.rows_attention(None, q[:, :, :16], k, v, soft)[0],
+                               kernels.sdpa_gqa(None, q[:, :, :16], k, v, soft)[0])
+    qg = q[:, :, :2].clone().requires_grad_()                 # autograd: the fused kernel, gradients flow
+    kernels.rows_attention(None, qg, k[:, :, :66], v[:, :, :66], None)[0].sum().backward()
+    assert qg.grad is not None and torch.isfinite(qg.grad).all()
 
 
 def test_a_bf16_target_is_batch_invariant_on_chains_and_trees():
