@@ -398,15 +398,12 @@ class RunConfig:
 class ModelConfig:
     """Which pair to load. None means the shipped offline default.
 
-    dtype "auto" is bf16 on a GPU that multiplies it natively and on a CPU with AMX, fp32 elsewhere. On an AVX2-only
-    CPU (assets/verify_curve.json before 2026-12-02) bf16 is emulated, so a target forward over n tree tokens grows
-    linearly with n (72 ms at n = 1, 541 ms at n = 16) while fp32 with specviz's kernels (kernels.py) stays nearly
-    flat (69 ms at n = 1, 78 ms at n = 4, 122 ms at n = 16): bf16 would price trees out. On a CPU with AMX (Intel
-    Xeon, 2026-12-02, `python -m specviz.budget`) bf16 is the flat one (38.6 / 40.8 / 50.7 ms at n = 1 / 4 / 16,
-    fp32 37.4 / 47.0 / 70.4) and, with the target's attention made batch-invariant (specviz/rows_attention.py), as
-    exact: 0 greedy mismatches on 24 Spec-Bench prompts, where the fused attention had left the autoregressive
-    output on 5-7 of 8. Invariance of the bf16 matmuls themselves is measured, not promised, so `load_pair` probes
-    it (kernels.bf16_linear_invariant) and falls back to fp32 where it fails.
+    dtype "auto" is bf16 on a GPU that has it and on a CPU with AMX, fp32 elsewhere. On an AVX2-only CPU bf16 is
+    emulated: a target forward over 1 / 16 tree tokens took 72 / 541 ms against 69 / 122 in fp32 with specviz's
+    kernels, which would price trees out. On a Xeon with AMX (2026-12-02, `python -m specviz.budget`) bf16 is the
+    flat one (38.6 / 50.7 ms; fp32 37.4 / 70.4) and as exact, its attention batch-invariant (rows_attention.py):
+    0 greedy mismatches where the fused attention had left the autoregressive output on 5-7 of 8 prompts. The bf16
+    matmuls' own invariance is measured, not promised: `load_pair` probes it and falls back to fp32 where it fails.
 
     context_vocab: a reduced-vocabulary draft's output layer also covers every token of its context (`lm.LM`);
     the 8192 shipped ids hold 88.7 % of the target's greedy tokens on held-out Spec-Bench, those plus the
