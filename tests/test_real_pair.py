@@ -54,7 +54,10 @@ def test_default_pair_in_bf16_keeps_greedy_equality():
 
     from specviz.config import DySpecConfig
 
+    from specviz import kernels
     pair = load_pair(ModelConfig(dtype="bf16", device="cpu"), progress=lambda m: None)
+    if not kernels.bf16_linear_invariant(pair.target.model):
+        pytest.skip("this CPU's bf16 matmuls are not batch-invariant (load_pair warns; auto takes fp32 here)")
     ids = encode_prompt(pair.tokenizer, "Write a haiku about the sea, then explain its imagery.")
     base = RunConfig(max_new_tokens=40, drafter="eagle")
     ar = generate(pair, ids, replace(base, method="ar"))
