@@ -20,7 +20,7 @@ then the elements past the last whole block of 16, summed in order, added last. 
 IR without fast-math flags, so the compiler cannot reassociate it: a token's products are bitwise the same
 whether it runs alone or inside a verify forward, at any row count.
 
-bf16 weights (`dots`; the bf16 target's attention reads its cache through it, kernels.rows_attention) are widened
+bf16 weights (`dots`; the bf16 target's attention reads its cache through it, rows_attention.py) are widened
 to fp32 exactly as they are loaded, so a bf16 product is the same sequence of roundings as over the fp32 copy. The
 linear layers of a bf16 model keep torch's kernels: on a CPU with AMX oneDNN's bf16 gemm is flat in rows (a
 target forward of 1 / 4 / 16 tokens 38 / 40 / 43 ms, against 34 / 42 / 66 with this kernel serving them,

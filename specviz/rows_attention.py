@@ -53,9 +53,9 @@ def rows_attention(module, query, key, value, attention_mask, dropout: float = 0
     model's dtype; wider forwards (prefills), a batch of several sequences and autograd keep `sdpa_gqa`."""
     B, Hq, n, d = query.shape
     L = key.shape[-2]
-    allow = _allowed(module, attention_mask, n, L, kwargs)
-    if (allow is None or B != 1 or n > ROWS_MAX_QUERIES or dropout or query.requires_grad
-            or not rowkernel.enabled()):
+    fits = B == 1 and n <= ROWS_MAX_QUERIES and not dropout and not query.requires_grad and rowkernel.enabled()
+    allow = _allowed(module, attention_mask, n, L, kwargs) if fits else None       # (a prefill builds no mask)
+    if allow is None:
         from .kernels import sdpa_gqa
         return sdpa_gqa(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
     k, v = (_heads_as_rows(t) for t in (key, value))                              # (Hkv cap, d), cap rows a head
