@@ -195,8 +195,10 @@ def bf16_linear_invariant(model: torch.nn.Module, rows: int = 17) -> bool:
 def invariant_attention(model: torch.nn.Module, half_rows: bool = False) -> bool:
     """Whether `model` gets the batch-invariant `rows_attention`: a bf16 target. fp32 keeps the fused kernel, whose
     variation (a logit moves by at most 4e-5 between a one-token step and a 16-token verify, 2026-12-02) has not
-    flipped a greedy token in any audit, while `rows_attention` costs 5 ms on an 8-token fp32 forward and 12 ms on
-    16 (60 -> 55 and 83 -> 70 ms with the fused kernel); in bf16 the variation is 0.5 and flipped most prompts. A
+    flipped a greedy token in any audit, while `rows_attention` costs 1.4 / 0.8 / 2.2 / 4.9 ms more on an fp32
+    forward of 1 / 4 / 8 / 16 tokens (42.3 / 54.0 / 61.9 / 82.9 against 40.9 / 53.2 / 59.7 / 78.0 ms, 400 cached
+    tokens, the AMX Xeon, interleaved; 5 and 12 ms at 8 and 16 before its kernel read the cache in place and
+    kept the value sums in registers); in bf16 the variation is 0.5 and flipped most prompts. A
     draft (`half_rows`) keeps the fused kernel too: its numbers need only be the q it proposes from."""
     return not half_rows and next(model.parameters()).dtype == torch.bfloat16
 
