@@ -38,7 +38,7 @@ DEFAULT_PROMPTS = ASSETS / "spec_bench_questions.jsonl"
 MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
 OURS_FIXED = ("ar", "chain", "heuristic")
 KERNELS = {"": "", "skinny": "specviz kernels", "stock": "stock kernels",      # spec suffix @name (kernels.py)
-           "fp32draft": "specviz kernels, fp32 draft steps", "mkl": "specviz kernels without the row kernel"}
+           "fp32draft": "specviz kernels, draft steps over the draft's own weights", "mkl": "specviz kernels without the row kernel"}
 DRAFTER_LABELS = {"eagle": "EAGLE drafter", "model": "standalone draft"}           # spec suffix +name
 
 
@@ -356,7 +356,8 @@ def parser() -> argparse.ArgumentParser:
                    help="ar, chain[:K], heuristic, specdecpp[:h], dyspec[:budget], dyspec-level[:t], dyspec-heap, "
                         "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all); a suffix "
                         "@stock or @skinny picks the linear-layer kernels (default: skinny for specviz methods, "
-                        "with a draft's one-token steps over fp16 weights, which @fp32draft turns off, and "
+                        "with a draft's few-row steps over reduced weights (fp16 one-row for fp32, int8 1-4 rows for "
+                        "bf16), which @fp32draft turns off, and "
                         "1-16-row products on the numba row kernel, which @mkl turns off; "
                         "stock for Hugging Face), +eagle or +model the drafter (default: EAGLE where the pair "
                         "has one; Hugging Face always runs the standalone draft), +static a reduced draft head "

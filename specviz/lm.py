@@ -66,6 +66,7 @@ class LM:
             self.head_ids = head_ids.to(self.device).long()
             self.head_weight = self.head.weight.index_select(0, self.head_ids).contiguous()   # (Vsub, H)
             self.head_half = self.head_weight.detach().half() if kernels.halves(self.head) else None
+            self.head_int8 = kernels.quantize_rows(self.head_weight) if kernels.int8s(self.head) else None
             self._head_mask = torch.zeros(self.vocab_size, dtype=torch.bool, device=self.device)
             self._head_mask[self.head_ids] = True
         self.cache = kvcache.new_cache(model.config)
@@ -84,8 +85,9 @@ class LM:
 
     @property
     def half_rows(self) -> bool:
-        """Whether this LM's one-row steps run over fp16 weights now (kernels.py; `kernels.full_rows` turns it off)."""
-        return kernels.halves(self.head)
+        """Whether this LM's few-row steps run over reduced weights now: fp16 one-row steps of an fp32 draft, int8
+        1-4-row steps of a bf16 one (kernels.py; `kernels.full_rows` turns them off)."""
+        return kernels.halves(self.head) or kernels.int8s(self.head)
 
     # -- output vocabulary -------------------------------------------------------------------
     @property
@@ -99,6 +101,7 @@ class LM:
         self._n_support = len(self.head_ids)        # a widened buffer keeps head_ids / head_weight in front
         if not hasattr(self, "_support_ids"):
             self._support_ids, self._support_weight, self._support_half = self.head_ids, self.head_weight, self.head_half
+            self._support_int8 = self.head_int8
         if self.context_vocab:
             self._in_support = torch.zeros(self.vocab_size, dtype=torch.bool)
             self._in_support[self.head_ids.cpu()] = True
@@ -119,11 +122,17 @@ class LM:
             self._support_ids, self._support_weight = ids_buf, w_buf
             if self.head_half is not None:
                 self._support_half = torch.cat([self._support_half[:n], self._support_half.new_empty(cap - n, w_buf.shape[1])])
+            if self.head_int8 is not None:
+                w8, sc = self._support_int8
+                self._support_int8 = (torch.cat([w8[:n], w8.new_empty(cap - n, w8.shape[1])]),
+                                      torch.cat([sc[:n], sc.new_empty(cap - n)]))
         new = new.to(self.device)
         self._support_ids[n:m] = new
         self._support_weight[n:m] = self.head.weight.index_select(0, new)
         if self.head_half is not None:
             self._support_half[n:m] = self._support_weight[n:m]
+        if self.head_int8 is not None:
+            self._support_int8[0][n:m], self._support_int8[1][n:m] = kernels.quantize_rows(self._support_weight[n:m])
         self._n_support = m
 
     def crop(self, n: int) -> None:
@@ -217,6 +226,9 @@ class LM:
             n = self._n_support
             if self.head_half is not None and kernels.halves(self.head) and kernels.one_row(h):
                 sub = kernels.half_row_linear(h, self._support_weight[:n], self._support_half[:n]).float()
+            elif self.head_int8 is not None and kernels.int8s(self.head) and kernels.few_rows(h):
+                w8, sc = self._support_int8
+                sub = kernels.int8_linear(h, self._support_weight[:n], w8[:n], sc[:n]).float()
             else:
                 sub = self._linear(h, self._support_weight[:n]).float()          # (n, Vsub)
             x = torch.full((h.shape[0], self.vocab_size), float("-inf"), device=h.device)

@@ -122,7 +122,7 @@ def test_fp32draft_suffix_runs_the_draft_steps_in_fp32_for_that_run_only(monkeyp
     from specviz.lm import LM
     from specviz.loading import Pair, tiny_llama
     s = {x.key: x for x in parse_settings(["chain:2@fp32draft"], BenchConfig(), ["ar", "chain"])}["chain:2@fp32draft"]
-    assert s.kernels == "fp32draft" and "fp32 draft steps" in s.label
+    assert s.kernels == "fp32draft" and "draft steps over the draft's own weights" in s.label
     pair = Pair(LM(tiny_llama(vocab=64, seed=0)), LM(tiny_llama(vocab=64, seed=1), half_rows=True), None, {}, None)
     head = pair.draft.model.get_output_embeddings()
     seen = []
