@@ -15,7 +15,8 @@ VF, IC = 8, 2                     # the summation order (rowkernel's docstring):
 
 
 def _widening_loads(builder, bf16: bool, lanes: int = VF):
-    """Loaders of `lanes` weights and of one weight as fp32, from fp32 or from bf16 bits (int16: a 16-bit shift, exact)."""
+    """Loaders of `lanes` weights and of one weight as fp32, from fp32 or from bf16 bits (int16: a 16-bit shift,
+    exact)."""
     f32 = ir.FloatType()
     vec, i16v, i32v, i32 = (ir.VectorType(f32, lanes), ir.VectorType(ir.IntType(16), lanes),
                             ir.VectorType(ir.IntType(32), lanes), ir.IntType(32))
@@ -79,7 +80,8 @@ def _dot_rows(P: int):
                 for p in range(P):
                     xk = builder.load(builder.gep(x_rows[p], [k]))
                     builder.store(builder.call(fma_s, [wk, xk, builder.load(tail[p])]), tail[p])
-            halves = [ir.Constant(ir.VectorType(ir.IntType(32), VF), list(range(u * VF, u * VF + VF))) for u in range(IC)]
+            halves = [ir.Constant(ir.VectorType(ir.IntType(32), VF), list(range(u * VF, (u + 1) * VF)))
+                      for u in range(IC)]
             for p in range(P):
                 a = builder.load(acc[p])
                 terms = [builder.shuffle_vector(a, a, h) for h in halves]

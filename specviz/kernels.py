@@ -174,7 +174,8 @@ def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     dtype and rounded up to it before w8 is made, so a row's values are not all off by the scale's rounding."""
     w32 = w.detach().float()
     scale = (w32.abs().amax(1) / 127).clamp(min=1e-30).to(w.dtype)
-    scale = torch.where(scale.float() * 127 < w32.abs().amax(1), torch.nextafter(scale, torch.full_like(scale, float("inf"))), scale)
+    up = torch.nextafter(scale, torch.full_like(scale, float("inf")))
+    scale = torch.where(scale.float() * 127 < w32.abs().amax(1), up, scale)
     return torch.round(w32 / scale.float()[:, None]).clamp(-127, 127).to(torch.int8), scale
 
 

@@ -132,7 +132,8 @@ class LM:
         if self.head_half is not None:
             self._support_half[n:m] = self._support_weight[n:m]
         if self.head_int8 is not None:
-            self._support_int8[0][n:m], self._support_int8[1][n:m] = kernels.quantize_rows(self._support_weight[n:m])
+            w8, sc = kernels.quantize_rows(self._support_weight[n:m])
+            self._support_int8[0][n:m], self._support_int8[1][n:m] = w8, sc
         self._n_support = m
 
     def crop(self, n: int) -> None:

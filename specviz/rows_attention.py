@@ -84,7 +84,8 @@ def rows_attention(module, query, key, value, attention_mask, dropout: float = 0
     it cannot see (masked, or past its own position in a wider forward), nor where its keys sit in the cache (a
     tree's scattered path, a chain's contiguous one) change a bit of its output. fp32 inside, rounded once to the
     model's dtype. Its cost over the fused kernel, bf16, 400 cached tokens, the AMX Xeon: 1.9 / 1.2 / 3.0 / 8.5 ms
-    a forward of 1 / 4 / 8 / 16 tokens (44.3 / 44.7 / 47.7 / 55.2 against 42.4 / 43.5 / 44.7 / 46.7 ms); wider forwards (prefills), a batch of several sequences and autograd keep `sdpa_gqa`."""
+    a forward of 1 / 4 / 8 / 16 tokens (44.3 / 44.7 / 47.7 / 55.2 against 42.4 / 43.5 / 44.7 / 46.7 ms). Wider
+    forwards (prefills), a batch of several sequences and autograd keep `sdpa_gqa`."""
     B, Hq, n, d = query.shape
     L = key.shape[-2]
     fits = B == 1 and n <= ROWS_MAX_QUERIES and not dropout and not query.requires_grad and rowkernel.enabled()

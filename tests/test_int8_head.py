@@ -8,7 +8,8 @@ from specviz.loading import tiny_llama
 
 
 def test_quantize_rows_is_within_half_a_step_and_keeps_the_range():
-    w = (torch.randn(50, 40, generator=torch.Generator().manual_seed(0)) * torch.logspace(-3, 3, 50)[:, None]).bfloat16()
+    g = torch.Generator().manual_seed(0)
+    w = (torch.randn(50, 40, generator=g) * torch.logspace(-3, 3, 50)[:, None]).bfloat16()
     w8, scale = kernels.quantize_rows(w)
     assert w8.dtype == torch.int8 and scale.dtype == torch.bfloat16 and int(w8.abs().max()) == 127
     err = (w8.float() * scale.float()[:, None] - w.float()).abs().amax(1) / scale.float()
