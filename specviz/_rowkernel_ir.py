@@ -209,12 +209,7 @@ def _to_f32_impl(src, dst):
                 for b in range(src.shape[1]):
                     bits[a, b] = np.int32(src[a, b]) << 16
         return widen
-
-    def copy(src, dst):
-        for a in range(src.shape[0]):
-            for b in range(src.shape[1]):
-                dst[a, b] = src[a, b]
-    return copy
+    return _copy
 
 
 def _store(src, dst):
@@ -230,11 +225,11 @@ def _store_impl(src, dst):
                 u = np.int64(bits[t]) & 0xFFFFFFFF
                 dst[t] = np.int16(((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
         return narrow
+    return _copy
 
-    def copy(src, dst):
-        for t in range(src.shape[0]):
-            dst[t] = src[t]
-    return copy
+
+def _copy(src, dst):                         # the fp32 case of both
+    dst[:] = src
 
 
 @numba.njit(cache=True, boundscheck=False, nogil=True)
