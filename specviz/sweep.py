@@ -26,6 +26,7 @@ from tqdm import tqdm
 from .config import DRAFTERS, DTYPES, ChainConfig, ModelConfig, RunConfig, SamplingConfig, SpecDecPPConfig
 from .costs import StepCosts, costs_from_rounds, hindsight_k, measure_costs, replay
 from .decode import encode_prompt, iter_rounds
+from .head_ceiling import ceiling
 from .specdecpp import stop_point
 
 FAMILIES = {"chat": ("writing", "roleplay"), "math": ("math", "math_reasoning"), "code": ("coding",)}
@@ -98,12 +99,13 @@ def summarize(records: list[dict], default_h: float) -> dict:
     """tokens/s per (temperature, family | 'union', setting); best fixed K; SpecDec++ (default h and best h) vs it."""
     out = {}
     for t in sorted({r["temperature"] for r in records}):
+        order = dict.fromkeys(r["setting"] for r in records if r["temperature"] == t)   # the grid's (prompt 0 unrotated)
         for fam in [*FAMILIES, "union"]:
             rs = [r for r in records if r["temperature"] == t and (fam == "union" or r["family"] == fam)]
             if not rs:
                 continue
             table = {}
-            for key in dict.fromkeys(r["setting"] for r in rs):
+            for key in [k for k in order if any(r["setting"] == k for r in rs)]:
                 sel = [r for r in rs if r["setting"] == key]
                 tok, ms = sum(r["tokens"] for r in sel), sum(r["ms"] for r in sel)
                 rounds = sum(r["rounds"] for r in sel)
@@ -186,8 +188,11 @@ def choose_threshold(rounds, costs: StepCosts, eos_ids: set[int], hs: list[float
 
 
 def pick_h(pair, n_prompts: int, tokens: int, temperatures: list[float], k_cal: int, hs: list[float],
-           k_maxs: list[int], k_min: int | list[int], seed: int = 0, drafter: str = "auto") -> dict:
+           k_maxs: list[int], k_min: int | list[int], seed: int = 0, drafter: str = "auto",
+           what_if_aucs: list[float] = ()) -> dict:
+    """`what_if_aucs`: also replay the head sharpened to each of these AUCs on the same rounds (`head_ceiling`)."""
     from .methods import drafter_kind
+    from .specdecpp import head_for_pair
     from .train.prompts import compose
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(n_prompts, 104729 + seed)]
     kind = drafter_kind(RunConfig(method="specdecpp", drafter=drafter), pair)     # what SpecDec++ drafts with
@@ -198,6 +203,11 @@ def pick_h(pair, n_prompts: int, tokens: int, temperatures: list[float], k_cal: 
         seen = costs_from_rounds(rounds)                   # draft step and round overhead as the drafter sees them
         costs = StepCosts(seen.draft_ms, measured.verify_ms, seen.overhead_ms)
         out[f"T={t:g}"] = choose_threshold(rounds, costs, pair.eos_ids, hs, k_maxs, k_min)
+        if what_if_aucs:
+            lagged = head_for_pair(pair, pair.drafter_lm(kind)).lag
+            out[f"T={t:g}"]["what_if"] = ceiling(
+                rounds, lambda rs: choose_threshold(rs, costs, pair.eos_ids, hs, k_maxs, k_min), list(what_if_aucs),
+                torch.Generator().manual_seed(seed), lagged=lagged)
     return out
 
 
@@ -216,6 +226,9 @@ def main(argv=None) -> None:
     p.add_argument("--hs", type=float, nargs="+", default=[round(0.05 * i, 2) for i in range(1, 20)])
     p.add_argument("--k-maxs", type=int, nargs="+", default=[6, 8, 10, 12])
     p.add_argument("--k-mins", type=int, nargs="+", default=[d.k_min], help="k_min values to choose from")
+    p.add_argument("--what-if-auc", type=float, nargs="*", default=[], metavar="AUC",
+                   help="also replay the head made better or worse, to each of these AUCs (0.5-1): what a better "
+                        "head would buy here")
     for a in (r, p):
         a.add_argument("--tokens", type=int, default=64)
         a.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
@@ -234,6 +247,8 @@ def main(argv=None) -> None:
             SamplingConfig(temperature=t)
         if a.tokens < 1 or getattr(a, "per_family", 1) < 1 or getattr(a, "prompts", 1) < 1 or getattr(a, "k_cal", 1) < 1:
             raise ValueError("--tokens, --per-family, --prompts and --k-cal must be at least 1")
+        if any(not 0.5 <= x <= 1 for x in getattr(a, "what_if_auc", [])):
+            raise ValueError(f"--what-if-auc values must lie in [0.5, 1], got {a.what_if_auc}")
     except ValueError as e:
         ap.error(str(e))
     if a.threads:
@@ -250,12 +265,17 @@ def main(argv=None) -> None:
         if 0 in a.temperatures:
             print(f"\nT=0 outputs that differ from autoregressive ({pair.info['dtype']}): {len(result['greedy_mismatches'])}")
     else:
-        result = pick_h(pair, a.prompts, a.tokens, a.temperatures, a.k_cal, a.hs, a.k_maxs, a.k_mins, a.seed, a.drafter)
+        result = pick_h(pair, a.prompts, a.tokens, a.temperatures, a.k_cal, a.hs, a.k_maxs, a.k_mins, a.seed, a.drafter,
+                        a.what_if_auc)
         for key, v in result.items():
             if key.startswith("T="):
                 print(f"{key}: pick h={v['h']:g} (k_min {v['k_min']}, k_max {v['k_max']}), best fixed K={v['best_k']}, modelled gain "
                       f"{v['modelled_gain']:+.1%}; ms/token fixed {v['fixed_ms_per_token'][v['best_k']]:.2f}, "
                       f"oracle {v['oracle_ms_per_token']:.2f} ({v['rounds']} rounds)")
+                if "what_if" in v:
+                    w = v["what_if"]
+                    print(f"  what if: the head's AUC on these rounds {w['head_auc']:.3f}; modelled gain with the head "
+                          "sharpened to AUC " + ", ".join(f"{k}: {g:+.1%}" for k, g in w["gain"].items()))
         print("measured costs:", result["measured"])
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=1, default=str) + "\n")

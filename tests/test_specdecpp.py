@@ -385,3 +385,14 @@ def test_sweep_rejects_absurd_settings_before_loading(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and "error:" in capsys.readouterr().err
+
+
+def test_sweep_summary_lists_settings_in_the_grid_order_whatever_a_family_started_with():
+    """Settings rotate per prompt, so a family's first record may be any of them; its table keeps the grid's order."""
+    from specviz.sweep import summarize
+    grid = ["ar", "K=1", "h=0.8"]
+    rec = lambda fam, i, key: {"temperature": 0.0, "family": fam, "prompt": i, "setting": key, "tokens": 10,
+                               "ms": 100.0, "rounds": 5, "drafted": 4, "accepted": 3}
+    records = [rec("chat", 0, k) for k in grid] + [rec("math", 1, k) for k in grid[1:] + grid[:1]]
+    summary = summarize(records, 0.8)
+    assert list(summary["T=0/math"]["table"]) == grid == list(summary["T=0/union"]["table"])
