@@ -27,7 +27,7 @@ from specviz.loading import resolve_device, resolve_dtype
 from specviz.metrics import speedup, summarize
 from specviz.viz import SPAN_COLORS, placeholder, span_rounds, summary_cards, token_spans
 from specviz.viz_budget import budget_figure
-from specviz.viz_run import histogram_figure, position_figure, race_figure, speedup_figure
+from specviz.viz_run import calibration_figure, histogram_figure, position_figure, race_figure, speedup_figure
 from specviz.viz_tree import showcase_round, stop_figure, tree_figure
 
 RUN, MODEL = RunConfig(), ModelConfig()
@@ -221,6 +221,8 @@ def build_ui() -> gr.Blocks:
                         with gr.Row():
                             pos_plot = gr.Plot(show_label=False, elem_id="sv-pos")
                             hist_plot = gr.Plot(show_label=False, elem_id="sv-hist")
+                    with gr.Tab("Stop head"):
+                        calib_plot = gr.Plot(show_label=False, elem_id="sv-calib")
                     with gr.Tab("Race"):
                         with gr.Row():
                             racers = gr.CheckboxGroup(method_choices, label="methods (2–4)", scale=4,
@@ -232,7 +234,7 @@ def build_ui() -> gr.Blocks:
                         gr.Plot(budget_figure(load_curves(), local), show_label=False, elem_id="sv-budget")
 
         views = [st_trace, st_base, status, cards, spans, round_slider, tree_plot, stop_plot, speed_plot, pos_plot,
-                 hist_plot, download]
+                 hist_plot, calib_plot, download]
 
         def render(trace, base, note, file, live=False):
             """Every view of a trace; `file` is its trace file (for the export button). Live runs show their
@@ -240,7 +242,7 @@ def build_ui() -> gr.Blocks:
             if trace is None:
                 empty = placeholder("No trace: press Run or load a recorded trace.")
                 return {st_trace: None, st_base: None, status: note, cards: "", spans: [], tree_plot: empty,
-                        stop_plot: empty, speed_plot: empty, pos_plot: empty, hist_plot: empty,
+                        stop_plot: empty, speed_plot: empty, pos_plot: empty, hist_plot: empty, calib_plot: empty,
                         round_slider: gr.Slider(maximum=1, value=0), download: gr.DownloadButton(value=None)}
             last = len(trace.rounds) - 1
             shown = last if live else showcase_round(trace.rounds)
@@ -252,6 +254,7 @@ def build_ui() -> gr.Blocks:
                     tree_plot: tree_fig, stop_plot: stop_fig,
                     speed_plot: speedup_figure(trace, base),
                     pos_plot: position_figure(trace), hist_plot: histogram_figure(trace),
+                    calib_plot: calibration_figure(trace),
                     download: gr.DownloadButton(value=str(file))}
 
         def on_method(m):

@@ -119,6 +119,9 @@ def collect(pair: Pair, prompt_ids: Sequence[int], run: RunConfig, rounds: Seque
     models = {**pair.info, "drafter": kind, "context_vocab": bool(getattr(lm, "context_vocab", False)),
               "draft_half_rows": bool(getattr(lm, "half_rows", False)),
               "row_kernel": rowkernel.enabled() and kernels.wanted(pair.target.model)}
+    if run.method == "specdecpp":
+        from .specdecpp import head_card
+        models["acceptance_head"] = head_card(pair, lm)
     return GenerationTrace(method=run.method, config=run.to_dict(), prompt_ids=tuple(prompt_ids),
                            output_ids=tuple(out), rounds=tuple(rounds), token_text=token_texts(pair.tokenizer, seen),
                            total_ms=total_ms, prompt_text=prompt_text, models=models, stop=stop)

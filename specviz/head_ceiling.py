@@ -24,17 +24,8 @@ from dataclasses import replace
 
 import torch
 
-from .trace import ACCEPTED, RoundTrace
-
-
-def judged_labels(rnd: RoundTrace) -> list[int]:
-    """1 / 0 for each candidate up to and including the first non-accepted one (the judged candidates)."""
-    out = []
-    for status in rnd.status[1:]:
-        out.append(int(status == ACCEPTED))
-        if not out[-1]:
-            break
-    return out
+from .metrics import auc, judged_labels
+from .trace import RoundTrace
 
 
 def depth_rates(rounds: list[RoundTrace]) -> list[float]:
@@ -56,15 +47,11 @@ def scored(rnd: RoundTrace, lagged: bool) -> tuple[int, list[float]]:
 
 def head_auc(rounds: list[RoundTrace], lagged: bool = False, beta: float = 0.0) -> float:
     """AUC on the judged candidates of the recorded factors, sharpened by `beta` nats (0: as recorded)."""
-    from .train.head import weighted_auc
-    score, y = [], []
+    pairs = []
     for r in rounds:
-        labels = judged_labels(r)
         _, factors = scored(r, lagged)
-        labels = labels[:len(factors)]
-        score += [_sharpen(a, lab, beta) for a, lab in zip(factors, labels)]
-        y += labels
-    return weighted_auc(torch.tensor(score, dtype=torch.float64), torch.tensor(y, dtype=torch.float64))
+        pairs += [(_sharpen(a, y, beta), y) for a, y in zip(factors, judged_labels(r))]
+    return auc(pairs)
 
 
 def _sharpen(a: float, y: int, beta: float) -> float:

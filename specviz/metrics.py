@@ -15,11 +15,12 @@ Definitions (the ones peers use, so numbers can be compared):
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .trace import BONUS, RESAMPLE, GenerationTrace, RoundTrace
+from .trace import ACCEPTED, BONUS, RESAMPLE, GenerationTrace, RoundTrace
 
 # How each output token was produced; see `token_origins`.
 DRAFTED, CORRECTED, BONUS_TOKEN, TARGET = "accepted draft", "resampled", "bonus", "target only"
@@ -121,3 +122,76 @@ def round_origins(rnd: RoundTrace) -> list[str]:
 def token_origins(trace: GenerationTrace) -> list[tuple[int, str, int]]:
     """[(token id, origin, round index)] for every output token, in order."""
     return [(t, kind, r.index) for r in trace.rounds for t, kind in zip(r.emitted, round_origins(r))]
+
+
+# -- the SpecDec++ acceptance head, judged against what the verifier did --------------------------
+
+def judged_labels(rnd: RoundTrace) -> list[int]:
+    """1 / 0 for each candidate of a chain round up to and including its first non-accepted one: the candidates
+    the verifier judged given an accepted prefix (the event the acceptance head predicts)."""
+    out = []
+    for status in rnd.status[1:]:
+        out.append(int(status == ACCEPTED))
+        if not out[-1]:
+            break
+    return out
+
+
+def recorded_head(trace: GenerationTrace) -> dict:
+    """What the trace says of its acceptance head (`models.acceptance_head`, recorded since 2026-12-03): "lag" (bool),
+    "reject_weight" and "heldout_auc" (floats), each only where present and well-formed (a trace file is input)."""
+    head = trace.models.get("acceptance_head")
+    head = head if isinstance(head, dict) else {}
+    out = {"lag": head["lag"]} if isinstance(head.get("lag"), bool) else {}
+    for key in ("reject_weight", "heldout_auc"):
+        v = head.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6:
+            out[key] = float(v)
+    return out
+
+
+def head_lag(trace: GenerationTrace) -> bool:
+    """Whether the run's acceptance head was the lagged one (the paper's: step i's factor scores candidate i - 1,
+    and step 1's is 1): as recorded, or for older traces inferred from that forced 1."""
+    head = recorded_head(trace)
+    if "lag" in head:
+        return head["lag"]
+    firsts = [r.accept_probs[0] for r in trace.rounds if r.accept_probs]
+    return bool(firsts) and all(a == 1.0 for a in firsts)
+
+
+def head_predictions(trace: GenerationTrace) -> list[tuple[float, int]]:
+    """(predicted P(accept), realised 0 / 1) for every judged candidate the head scored (SpecDec++ runs)."""
+    off = 1 if head_lag(trace) else 0
+    out = []
+    for r in trace.rounds:
+        if r.accept_probs:
+            factors = r.accept_probs[off:]
+            out += list(zip(factors, judged_labels(r)[:len(factors)]))
+    return out
+
+
+def auc(pairs: Sequence[tuple[float, int]]) -> float | None:
+    """P(a positive's score > a negative's), ties one half; None without both classes."""
+    pos = [s for s, y in pairs if y]
+    neg = sorted(s for s, y in pairs if not y)
+    if not pos or not neg:
+        return None
+    wins = sum(bisect_left(neg, s) + 0.5 * (bisect_right(neg, s) - bisect_left(neg, s)) for s in pos)
+    return wins / (len(pos) * len(neg))
+
+
+def brier(pairs: Sequence[tuple[float, int]]) -> float | None:
+    """Mean squared error of the predicted probabilities; None when empty."""
+    return sum((s - y) ** 2 for s, y in pairs) / len(pairs) if pairs else None
+
+
+def calibration_bins(pairs: Sequence[tuple[float, int]], bins: int = 5) -> list[tuple[float, float, int, float, float]]:
+    """[(lo, hi, n, mean predicted, realised rate)] over `bins` equal-width bins of the prediction (empty ones left out)."""
+    rows = []
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        sel = [(s, y) for s, y in pairs if lo <= s < hi or (b == bins - 1 and s == 1.0)]
+        if sel:
+            rows.append((lo, hi, len(sel), sum(s for s, _ in sel) / len(sel), sum(y for _, y in sel) / len(sel)))
+    return rows

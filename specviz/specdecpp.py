@@ -273,6 +273,16 @@ def has_head(pair, lm=None) -> bool:
     return folder is not None and (folder / HEAD_FILE).exists()
 
 
+def head_card(pair, lm=None) -> dict:
+    """What a trace records of the head beside drafter `lm`: its lag, reject weight and held-out AUC (from its
+    JSON config alone; {} when there is none)."""
+    if not has_head(pair, lm):
+        return {}
+    cfg = json.loads((head_folder(pair, lm) / HEAD_CONFIG).read_text())
+    return {"lag": bool(cfg.get("lag", True)), "reject_weight": (cfg.get("recipe") or {}).get("reject_weight"),
+            "heldout_auc": (cfg.get("heldout") or {}).get("auc")}
+
+
 def head_for_pair(pair, lm=None) -> AcceptanceHead:
     """The trained head shipped beside this pair's drafter `lm` (default: the standalone draft); ValueError when none."""
     folder = head_folder(pair, lm)

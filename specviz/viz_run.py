@@ -1,5 +1,6 @@
 """Views of a whole run: speedup and time split, acceptance per draft position, accepted-length
-histogram, and the race of several methods on one prompt. Definitions of the numbers: `specviz.metrics`.
+histogram, the SpecDec++ head's calibration, and the race of several methods on one prompt. Definitions of the
+numbers: `specviz.metrics`.
 """
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .metrics import (acceptance_by_position, accepted_length_histogram, speedup, time_split, tokens_per_call,
-                      tokens_per_second)
+from .metrics import (acceptance_by_position, accepted_length_histogram, auc, brier, calibration_bins,
+                      head_predictions, recorded_head, speedup, time_split, tokens_per_call, tokens_per_second)
 from .trace import ACCEPTED, GenerationTrace
 from .viz import PALETTE, PHASE_COLORS, base_layout, method_name, placeholder
 
@@ -82,6 +83,43 @@ def histogram_figure(trace: GenerationTrace) -> go.Figure:
     mean = sum(r.n_accepted for r in trace.rounds) / len(trace.rounds)
     return base_layout(fig, RUN_HEIGHT, "Accepted length per round",
                        f"mean {mean:.2f} accepted, plus one target token per round")
+
+
+def calibration_figure(trace: GenerationTrace) -> go.Figure:
+    """SpecDec++: the head's predicted P(accept) against how often those candidates were accepted (a reliability
+    diagram over the run's judged candidates), with the diagonal of a calibrated head and, where the trace records
+    the head's reject weight w, the curve P(accept) = w p / (1 - p + w p) that its weighted loss aims for."""
+    title = "Stop head: predicted against realised acceptance"
+    pairs = head_predictions(trace) if trace.method == "specdecpp" else []
+    if not pairs:
+        return placeholder("Only SpecDec++ runs have an acceptance head to check:\n"
+                           "pick SpecDec++ and press Run, or load a SpecDec++ trace.", RUN_HEIGHT, title)
+    rows = calibration_bins(pairs)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="#94a3b8", dash="dash"),
+                             name="calibrated", hoverinfo="skip"))
+    head = recorded_head(trace)
+    w = head.get("reject_weight")
+    if w:
+        ps = [i / 50 for i in range(51)]
+        fig.add_trace(go.Scatter(x=ps, y=[w * p / (1 - p + w * p) for p in ps], mode="lines", hoverinfo="skip",
+                                 line=dict(color="#f59e0b", dash="dot"), name=f"what reject weight {w:g} aims for"))
+    top = max(n for _, _, n, _, _ in rows)
+    fig.add_trace(go.Scatter(
+        x=[m for *_, m, _ in rows], y=[r for *_, r in rows], mode="markers+text", name="this run",
+        marker=dict(color=PALETTE[ACCEPTED], size=[10 + 26 * (n / top) ** 0.5 for _, _, n, _, _ in rows]),
+        text=[str(n) for _, _, n, _, _ in rows], textposition="top center", cliponaxis=False,
+        customdata=[[lo, hi, n] for lo, hi, n, _, _ in rows],
+        hovertemplate="predicted %{customdata[0]:.1f}–%{customdata[1]:.1f} (mean %{x:.2f}): "
+                      "%{y:.0%} of %{customdata[2]} candidates accepted<extra></extra>"))
+    fig.update_xaxes(title="predicted P(accept)", range=[0, 1], gridcolor=GRID)
+    fig.update_yaxes(title="accepted", range=[0, 1.08], tickformat=".0%", gridcolor=GRID)
+    a, b = auc(pairs), brier(pairs)
+    trained = head.get("heldout_auc")
+    sub = (f"{len(pairs)} candidates judged · AUC {a:.2f}" if a is not None else f"{len(pairs)} candidates judged")
+    sub += f" (held-out at training {trained:.2f})" if trained else ""
+    sub += f" · Brier {b:.3f} · marker size: candidates in the bin"
+    return base_layout(fig, RUN_HEIGHT, title, sub, legend_space=40)
 
 
 def round_spans(trace: GenerationTrace) -> list[tuple[float, float, float, int]]:

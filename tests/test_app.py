@@ -22,7 +22,7 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 D = RunConfig()
 PROMPT = "Name three primary colours."
-OUTPUTS = ("status", "cards", "spans", "round", "tree", "stop", "speed", "pos", "hist", "download")
+OUTPUTS = ("status", "cards", "spans", "round", "tree", "stop", "speed", "pos", "hist", "calib", "download")
 
 
 def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):

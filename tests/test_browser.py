@@ -1,5 +1,6 @@
 """Headless Debian chromium (driven by Playwright, never a downloaded browser) opens the dashboard, runs the
-default prompt, checks that the tree and stop-probability plots rendered, and saves assets/screenshot.png."""
+default prompt, checks that the tree and stop-probability plots rendered, saves assets/screenshot.png, and opens
+the stop head's calibration tab (its screenshot in the temp folder)."""
 import os
 import shutil
 import sys
@@ -83,4 +84,8 @@ def test_run_default_prompt_draws_tree_and_stop_plot(page):
     page.get_by_role("button", name="Model pair").click()
     page.wait_for_timeout(500)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
+    page.get_by_role("tab", name="Stop head").click()                             # the head's calibration
+    page.wait_for_selector("#sv-calib .js-plotly-plot .scatterlayer .trace", timeout=30_000)
+    assert "candidates judged" in page.locator("#sv-calib .js-plotly-plot").inner_text()
+    page.screenshot(path=str(Path(tempfile.gettempdir()) / "specviz-stop-head.png"), full_page=True)
     print(f"time to first tree {first_tree:.1f} s; whole run {total:.1f} s")

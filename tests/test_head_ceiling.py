@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from specviz.costs import StepCosts, hindsight_k, replay
-from specviz.head_ceiling import ceiling, depth_rates, evidence_for, head_auc, judged_labels, sharpened_rounds
+from specviz.head_ceiling import ceiling, depth_rates, evidence_for, head_auc, sharpened_rounds
+from specviz.metrics import judged_labels
 from specviz.sweep import choose_threshold
 from test_specdecpp import chain_round
 

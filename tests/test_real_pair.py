@@ -40,6 +40,8 @@ def test_default_pair_copies_from_the_context_losslessly(real_pair):
                 replace(base, method="specdecpp", copy=True)):
         tr = generate(real_pair, ids, run)
         assert tr.output_ids == ar.output_ids, run.method
+        if run.method == "specdecpp":                  # the trace says which head scored its rounds, and how
+            assert tr.models["acceptance_head"]["lag"] is False and tr.models["acceptance_head"]["reject_weight"] == 6.0
         accepted = [c for r in tr.rounds for c in r.accepted_path if c in (r.copied or ())]
         assert len(accepted) >= 10 and len(tr.rounds) < 0.75 * len(ar.rounds)
         if real_pair.info["device"] == "cpu" and real_pair.info["dtype"] == "fp32" and run.method != "dyspec":

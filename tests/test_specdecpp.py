@@ -8,7 +8,7 @@ from scipy.stats import chisquare
 
 from specviz.config import HeadTrainConfig, RunConfig, SamplingConfig, SpecDecPPConfig
 from specviz.costs import StepCosts, first_rejection, hindsight_k, tokens_if, with_hindsight
-from specviz import head_inputs
+from specviz import head_inputs, metrics
 from specviz.decode import generate, iter_rounds
 from specviz.head_inputs import CATALOG
 from specviz.lookup import NgramIndex
@@ -227,6 +227,7 @@ def test_greedy_equals_autoregressive(tiny_pair, draft, cfg, lag):
             assert r.stop_probs[-1] > cfg.threshold and r.n_drafted >= cfg.k_min
     if draft == "same":
         assert all(r.n_accepted == r.n_drafted for r in sp.rounds)
+    assert metrics.head_lag(sp) == lag                  # no head card for this in-memory head: read off the factors
     assert sum(len(r.emitted) for r in sp.rounds) == 40
 
 

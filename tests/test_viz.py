@@ -10,7 +10,8 @@ import pytest
 from specviz import metrics
 from specviz.trace import ACCEPTED, REJECTED, ROOT, UNVISITED, DraftTree, GenerationTrace, RoundTrace
 from specviz.viz import LABELS, PALETTE, SPAN_COLORS, placeholder, show_token, span_rounds, summary_cards, token_spans
-from specviz.viz_run import histogram_figure, position_figure, race_figure, round_spans, speedup_figure
+from specviz.viz_run import (calibration_figure, histogram_figure, position_figure, race_figure, round_spans,
+                              speedup_figure)
 from specviz.viz_tree import CORRECTION, showcase_round, stop_figure, tree_figure, tree_graph, tree_layout
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -158,6 +159,7 @@ def test_shipped_traces_draw(tmp_path):
             tree_figure(rnd, tr.token_text).to_json()
             stop_figure(rnd, tr.token_text).to_json()
         position_figure(tr).to_json()
+        calibration_figure(tr).to_json()
         assert len(token_spans(tr)) == len(tr.output_ids)
 
 
@@ -174,7 +176,47 @@ def test_viz_imports_no_torch_transformers_or_gradio_and_session_no_gradio():
 
 def test_an_empty_trace_draws_placeholders():
     empty = GenerationTrace(method="chain", config={}, prompt_ids=(1,), output_ids=(), rounds=())
-    assert not position_figure(empty).data and not histogram_figure(empty).data
+    assert not position_figure(empty).data and not histogram_figure(empty).data and not calibration_figure(empty).data
     assert token_spans(empty) == [] and showcase_round(empty.rounds) == 0
     speedup_figure(empty, None).to_json()
     summary_cards(metrics.summarize(empty), None, "chain")
+
+
+def _specdecpp_trace(factors_and_statuses, models=None):
+    rounds = tuple(_round(i, list(range(10, 11 + len(st))), list(range(-1, len(st))), [ROOT, *st], [10], "resample",
+                          accept_probs=tuple(f)) for i, (f, st) in enumerate(factors_and_statuses))
+    return GenerationTrace(method="specdecpp", config={}, prompt_ids=(1,), output_ids=(10,) * len(rounds),
+                           rounds=rounds, token_text=TEXT, total_ms=100.0, models=models or {})
+
+
+def test_head_calibration_metrics_pair_each_judged_candidate_with_its_factor():
+    rounds = [((0.9, 0.8, 0.3), (ACCEPTED, ACCEPTED, REJECTED)), ((0.2, 0.7), (REJECTED, UNVISITED)),
+              ((0.6, 0.95), (ACCEPTED, ACCEPTED))]
+    tr = _specdecpp_trace(rounds, {"acceptance_head": {"lag": False}})
+    assert metrics.judged_labels(tr.rounds[1]) == [0]
+    pairs = metrics.head_predictions(tr)
+    assert pairs == [(0.9, 1), (0.8, 1), (0.3, 0), (0.2, 0), (0.6, 1), (0.95, 1)]        # 0.7 was never judged
+    assert metrics.auc(pairs) == 1.0 and metrics.auc([(0.5, 1), (0.5, 0)]) == 0.5 and metrics.auc([(0.1, 1)]) is None
+    assert metrics.brier([(1.0, 1), (0.5, 0)]) == pytest.approx(0.125) and metrics.brier([]) is None
+    bins = metrics.calibration_bins(pairs)
+    assert [(lo, n) for lo, _, n, _, _ in bins] == [(0.2, 2), (0.6, 1), (0.8, 3)]
+    assert bins[0][3:] == pytest.approx((0.25, 0.0)) and bins[2][4] == 1.0
+    # a lagged head (the paper's): factor 1 at step 1, step i + 1 scores candidate i; recorded or inferred
+    lagged = [((1.0, 0.9, 0.2), (ACCEPTED, REJECTED, UNVISITED))]
+    for models in ({"acceptance_head": {"lag": True}}, {}):
+        assert metrics.head_predictions(_specdecpp_trace(lagged, models)) == [(0.9, 1), (0.2, 0)]
+
+
+def test_calibration_figure_draws_bins_and_the_reject_weight_curve():
+    rounds = [((0.9, 0.3), (ACCEPTED, REJECTED)), ((0.2, 0.7), (REJECTED, UNVISITED))]
+    tr = _specdecpp_trace(rounds, {"acceptance_head": {"lag": False, "reject_weight": 6.0, "heldout_auc": 0.8}})
+    fig = calibration_figure(tr)
+    names = [t.name for t in fig.data]
+    assert names == ["calibrated", "what reject weight 6 aims for", "this run"]
+    assert list(fig.data[2].text) == ["2", "1"] and "AUC 1.00" in fig.layout.title.subtitle.text
+    assert "held-out at training 0.80" in fig.layout.title.subtitle.text
+    for junk in ("six", {"lag": "no", "reject_weight": "6", "heldout_auc": [0.8]}, {"reject_weight": float("nan")}):
+        odd = calibration_figure(_specdecpp_trace(rounds, {"acceptance_head": junk}))   # a hand-edited trace file
+        assert [t.name for t in odd.data] == ["calibrated", "this run"] and "held-out" not in odd.layout.title.subtitle.text
+    chain = calibration_figure(make_trace())                      # not a SpecDec++ run: says how to get one
+    assert not chain.data and "SpecDec++" in chain.layout.annotations[0].text
