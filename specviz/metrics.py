@@ -15,7 +15,6 @@ Definitions (the ones peers use, so numbers can be compared):
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -171,14 +170,21 @@ def head_predictions(trace: GenerationTrace) -> list[tuple[float, int]]:
     return out
 
 
-def auc(pairs: Sequence[tuple[float, int]]) -> float | None:
-    """P(a positive's score > a negative's), ties one half; None without both classes."""
-    pos = [s for s, y in pairs if y]
-    neg = sorted(s for s, y in pairs if not y)
-    if not pos or not neg:
-        return None
-    wins = sum(bisect_left(neg, s) + 0.5 * (bisect_right(neg, s) - bisect_left(neg, s)) for s in pos)
-    return wins / (len(pos) * len(neg))
+def auc(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """P(a positive's score > a negative's), ties counting one half. A label y in [0, 1] is a positive of weight y
+    and a negative of weight 1 - y (hard labels are 0 / 1; the head's training labels are soft). None without both."""
+    groups: dict[float, list[float]] = {}
+    for s, y in pairs:
+        g = groups.setdefault(s, [0.0, 0.0])
+        g[0] += y
+        g[1] += 1 - y
+    wins = below = 0.0
+    for s in sorted(groups):
+        pos, neg = groups[s]
+        wins += pos * (below + 0.5 * neg)
+        below += neg
+    total_pos = sum(g[0] for g in groups.values())
+    return wins / (total_pos * below) if total_pos > 0 and below > 0 else None
 
 
 def brier(pairs: Sequence[tuple[float, int]]) -> float | None:

@@ -197,6 +197,7 @@ def test_head_calibration_metrics_pair_each_judged_candidate_with_its_factor():
     pairs = metrics.head_predictions(tr)
     assert pairs == [(0.9, 1), (0.8, 1), (0.3, 0), (0.2, 0), (0.6, 1), (0.95, 1)]        # 0.7 was never judged
     assert metrics.auc(pairs) == 1.0 and metrics.auc([(0.5, 1), (0.5, 0)]) == 0.5 and metrics.auc([(0.1, 1)]) is None
+    assert metrics.auc([(0.9, 0.75), (0.1, 0.25)]) == pytest.approx(0.75)     # soft labels: weights of both classes
     assert metrics.brier([(1.0, 1), (0.5, 0)]) == pytest.approx(0.125) and metrics.brier([]) is None
     bins = metrics.calibration_bins(pairs)
     assert [(lo, n) for lo, _, n, _, _ in bins] == [(0.2, 2), (0.6, 1), (0.8, 3)]

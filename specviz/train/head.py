@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from ..config import DTYPES, HeadTrainConfig, ModelConfig
 from ..head_inputs import CATALOG
+from ..metrics import auc
 from ..specdecpp import AcceptanceHead, file_digest, save_head
 from .head_data import HeadData, build_head_data
 from .prompts import compose
@@ -42,13 +43,10 @@ def soft_bce(logits: torch.Tensor, y: torch.Tensor, w: float) -> torch.Tensor:
 
 
 def weighted_auc(score: torch.Tensor, y: torch.Tensor) -> float:
-    """P(score of an accepted draw > score of a rejected one), ties counting one half; soft labels as weights."""
-    uniq, inv = torch.unique(score.double(), return_inverse=True)             # ascending
-    pos = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inv, y.double())
-    neg = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inv, 1 - y.double())
-    below = torch.cumsum(neg, 0) - neg
-    denom = float(pos.sum() * neg.sum())
-    return float((pos * (below + 0.5 * neg)).sum()) / denom if denom > 0 else float("nan")
+    """P(score of an accepted draw > score of a rejected one), ties counting one half; soft labels as weights
+    (`metrics.auc`); nan without both classes."""
+    out = auc(list(zip(score.double().tolist(), y.double().tolist())))
+    return float("nan") if out is None else out
 
 
 def calibration_error(prob: torch.Tensor, y: torch.Tensor, bins: int = 10) -> float:
