@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import torch
 
-from .metrics import auc, judged_labels
+from .metrics import auc, head_factors, judged_labels
 from .trace import RoundTrace
 
 
@@ -39,17 +39,11 @@ def depth_rates(rounds: list[RoundTrace]) -> list[float]:
     return [p / s if s else 0.5 for p, s in zip(pos, seen)]
 
 
-def scored(rnd: RoundTrace, lagged: bool) -> tuple[int, list[float]]:
-    """(offset, factors): the recorded factor of candidate i is accept_probs[i + offset]. A lagged head (the
-    paper's) records candidate i's factor at step i + 1 (1 at step 1), so its last candidate has none."""
-    return (1, list(rnd.accept_probs[1:])) if lagged else (0, list(rnd.accept_probs))
-
-
 def head_auc(rounds: list[RoundTrace], lagged: bool = False, beta: float = 0.0) -> float:
     """AUC on the judged candidates of the recorded factors, sharpened by `beta` nats (0: as recorded)."""
     pairs = []
     for r in rounds:
-        _, factors = scored(r, lagged)
+        _, factors = head_factors(r, lagged)
         pairs += [(_sharpen(a, y, beta), y) for a, y in zip(factors, judged_labels(r))]
     return auc(pairs)
 
@@ -63,16 +57,16 @@ def _sharpen(a: float, y: int, beta: float) -> float:
     return 1 / (1 + math.exp(-z)) if z > -700 else 0.0
 
 
-def evidence_for(rounds: list[RoundTrace], auc: float, lagged: bool = False) -> float:
-    """The beta whose sharpened head has `auc` on the judged candidates (inf for 1)."""
-    if not 0.5 <= auc <= 1:
-        raise ValueError(f"a what-if head's AUC must lie in [0.5, 1], got {auc}")
-    if auc == 1:
+def evidence_for(rounds: list[RoundTrace], target: float, lagged: bool = False) -> float:
+    """The beta whose sharpened head has AUC `target` on the judged candidates (inf for 1)."""
+    if not 0.5 <= target <= 1:
+        raise ValueError(f"a what-if head's AUC must lie in [0.5, 1], got {target}")
+    if target == 1:
         return math.inf
     lo, hi = -30.0, 30.0
     for _ in range(40):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if head_auc(rounds, lagged, mid) < auc else (lo, mid)
+        lo, hi = (mid, hi) if head_auc(rounds, lagged, mid) < target else (lo, mid)
     return (lo + hi) / 2
 
 
@@ -85,7 +79,7 @@ def sharpened_rounds(rounds: list[RoundTrace], beta: float, rng: torch.Generator
         judged = judged_labels(r)
         drawn = torch.bernoulli(torch.tensor(rates[len(judged):r.n_drafted], dtype=torch.float64), generator=rng)
         labels = judged + [int(v) for v in drawn.tolist()]
-        offset, factors = scored(r, lagged)
+        offset, factors = head_factors(r, lagged)
         new = list(r.accept_probs)
         for i, a in enumerate(factors):
             new[i + offset] = _sharpen(a, labels[i], beta)
@@ -99,9 +93,9 @@ def ceiling(rounds: list[RoundTrace], choose, aucs: list[float], rng: torch.Gene
     setting's modelled gain over the best fixed K (mean over `draws`). `choose(rounds)` is
     `sweep.choose_threshold` with the costs and grid bound."""
     out = {"head_auc": head_auc(rounds, lagged), "draws": draws, "beta": {}, "gain": {}}
-    for auc in aucs:
-        beta = evidence_for(rounds, auc, lagged)
+    for target in aucs:
+        beta = evidence_for(rounds, target, lagged)
         gains = [choose(sharpened_rounds(rounds, beta, rng, lagged))["modelled_gain"] for _ in range(draws)]
-        out["beta"][f"{auc:g}"] = beta if math.isfinite(beta) else "inf"
-        out["gain"][f"{auc:g}"] = sum(gains) / len(gains)
+        out["beta"][f"{target:g}"] = beta if math.isfinite(beta) else "inf"
+        out["gain"][f"{target:g}"] = sum(gains) / len(gains)
     return out

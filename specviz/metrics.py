@@ -159,15 +159,17 @@ def head_lag(trace: GenerationTrace) -> bool:
     return bool(firsts) and all(a == 1.0 for a in firsts)
 
 
+def head_factors(rnd: RoundTrace, lagged: bool) -> tuple[int, tuple[float, ...]]:
+    """(offset, factors): candidate i's predicted acceptance is factors[i] = accept_probs[i + offset]. A lagged
+    head records candidate i's at step i + 1 (and 1 at step 1), so its round's last candidate has none."""
+    probs = rnd.accept_probs or ()
+    return (1, probs[1:]) if lagged else (0, probs)
+
+
 def head_predictions(trace: GenerationTrace) -> list[tuple[float, int]]:
     """(predicted P(accept), realised 0 / 1) for every judged candidate the head scored (SpecDec++ runs)."""
-    off = 1 if head_lag(trace) else 0
-    out = []
-    for r in trace.rounds:
-        if r.accept_probs:
-            factors = r.accept_probs[off:]
-            out += list(zip(factors, judged_labels(r)[:len(factors)]))
-    return out
+    lagged = head_lag(trace)
+    return [pair for r in trace.rounds for pair in zip(head_factors(r, lagged)[1], judged_labels(r))]
 
 
 def auc(pairs: Sequence[tuple[float, float]]) -> float | None:

@@ -192,7 +192,7 @@ def pick_h(pair, n_prompts: int, tokens: int, temperatures: list[float], k_cal: 
            what_if_aucs: list[float] = ()) -> dict:
     """`what_if_aucs`: also replay the head sharpened to each of these AUCs on the same rounds (`head_ceiling`)."""
     from .methods import drafter_kind
-    from .specdecpp import head_for_pair
+    from .specdecpp import head_card
     from .train.prompts import compose
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(n_prompts, 104729 + seed)]
     kind = drafter_kind(RunConfig(method="specdecpp", drafter=drafter), pair)     # what SpecDec++ drafts with
@@ -204,7 +204,7 @@ def pick_h(pair, n_prompts: int, tokens: int, temperatures: list[float], k_cal: 
         costs = StepCosts(seen.draft_ms, measured.verify_ms, seen.overhead_ms)
         out[f"T={t:g}"] = choose_threshold(rounds, costs, pair.eos_ids, hs, k_maxs, k_min)
         if what_if_aucs:
-            lagged = head_for_pair(pair, pair.drafter_lm(kind)).lag
+            lagged = head_card(pair, pair.drafter_lm(kind)).get("lag", True)
             out[f"T={t:g}"]["what_if"] = ceiling(
                 rounds, lambda rs: choose_threshold(rs, costs, pair.eos_ids, hs, k_maxs, k_min), list(what_if_aucs),
                 torch.Generator().manual_seed(seed), lagged=lagged)
