@@ -27,7 +27,7 @@ SPECVIZ_TEST_DEVICE=cuda step pytest-cuda 240 "$PY" -m pytest -v -p no:cacheprov
 # 2. the default pair: greedy chain equals autoregressive
 step real-pair 120 "$PY" -m pytest -v -p no:cacheprovider tests/test_real_pair.py
 # 3. verify cost by tree size (the GPU's budget pick)
-step budget 120 "$PY" -m specviz.budget --device cuda --dtype bf16 --out "$OUT/budget-cuda.json"
+step budget 120 "$PY" -m specviz budget --device cuda --dtype bf16 --out "$OUT/budget-cuda.json"
 # 4. where a bf16 round's time goes (draft / verify / overhead per round), against fp32: open since 2026-11-30
 for dt in bf16 fp32; do
   step "phases-$dt" 150 "$PY" -m specviz generate --device cuda --dtype "$dt" --method chain --k 1 --drafter eagle \

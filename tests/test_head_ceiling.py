@@ -1,16 +1,23 @@
 """head_ceiling: labels of judged candidates, the recorded head's AUC, the head sharpened to a chosen AUC, and
 the replayed gain it buys (no model: synthetic calibration rounds)."""
+
 import math
 from dataclasses import replace
 
 import pytest
 import torch
-
-from specviz.costs import StepCosts, hindsight_k, replay
-from specviz.head_ceiling import ceiling, depth_rates, evidence_for, head_auc, sharpened_rounds
-from specviz.metrics import judged_labels
-from specviz.sweep import choose_threshold
 from test_specdecpp import chain_round
+
+from specviz.analysis.costs import StepCosts, hindsight_k, replay
+from specviz.analysis.head_ceiling import (
+    ceiling,
+    depth_rates,
+    evidence_for,
+    head_auc,
+    sharpened_rounds,
+)
+from specviz.analysis.metrics import judged_labels
+from specviz.tools.sweep import choose_threshold
 
 ACC, REJ, UNV = "accepted", "rejected", "unvisited"
 
@@ -42,7 +49,7 @@ def test_head_auc_reads_the_recorded_factors_with_and_without_the_lag():
     good = replace(chain_round([ACC, ACC, REJ, UNV], 4), accept_probs=(0.9, 0.8, 0.1, 0.5))
     bad = replace(chain_round([ACC, ACC, REJ, UNV], 4), accept_probs=(0.1, 0.2, 0.9, 0.5))
     assert head_auc([good]) == 1.0 and head_auc([bad]) == 0.0
-    lagged = replace(chain_round([ACC, ACC, REJ, UNV], 4), accept_probs=(1.0, 0.9, 0.8, 0.1))   # factor i+1 scores i
+    lagged = replace(chain_round([ACC, ACC, REJ, UNV], 4), accept_probs=(1.0, 0.9, 0.8, 0.1))  # factor i+1 scores i
     assert head_auc([lagged], lagged=True) == 1.0
 
 
@@ -50,7 +57,7 @@ def test_sharpening_reaches_the_asked_auc_and_keeps_the_head_at_zero():
     rounds = calibration_set()
     own = head_auc(rounds)
     assert 0.6 < own < 0.9
-    assert evidence_for(rounds, own) == pytest.approx(0.0, abs=1e-3)                 # the head as it is
+    assert evidence_for(rounds, own) == pytest.approx(0.0, abs=1e-3)  # the head as it is
     for auc in (0.5, 0.9, 0.99):
         beta = evidence_for(rounds, auc)
         assert head_auc(rounds, beta=beta) == pytest.approx(auc, abs=1e-3)
@@ -81,7 +88,8 @@ def test_ceiling_grows_with_auc_and_the_perfect_head_nears_the_oracle():
 
 
 def test_pick_h_rejects_an_absurd_what_if_auc_before_loading(capsys):
-    from specviz.sweep import main
+    from specviz.tools.sweep import main
+
     with pytest.raises(SystemExit) as e:
         main(["pick-h", "--what-if-auc", "1.5"])
     assert e.value.code == 2 and "what-if-auc" in capsys.readouterr().err

@@ -1,10 +1,12 @@
 """A bf16 draft's output layer over int8 weights for its few-row steps (kernels.int8_linear): the drafting
 speed-up of a CPU with AMX, where a draft step after a target forward reads its weights from memory."""
+
 import torch
+from tiny import tiny_llama
 
 from specviz import kernels
-from specviz.lm import LM
-from specviz.loading import tiny_llama
+from specviz.kernels import linear
+from specviz.models.lm import LM
 
 
 def test_quantize_rows_is_within_half_a_step_and_keeps_the_range():
@@ -38,7 +40,7 @@ def test_int8_serves_a_bf16_drafts_output_layer_only():
         doubled = head(x)
     assert not torch.equal(q, full)
     torch.testing.assert_close(q.float(), full.float(), rtol=0.05, atol=0.05)
-    torch.testing.assert_close(wide[:4], full, rtol=1e-2, atol=1e-2)           # 5 rows: bf16 weights
+    torch.testing.assert_close(wide[:4], full, rtol=1e-2, atol=1e-2)  # 5 rows: bf16 weights
     torch.testing.assert_close(doubled.float(), 2 * full.float(), rtol=0.05, atol=0.1)
 
 
@@ -62,9 +64,10 @@ def test_a_torch_without_the_int8_kernel_falls_back(monkeypatch):
 
     def missing(*args):
         raise RuntimeError("no such kernel")
+
     monkeypatch.setattr(torch.ops.aten, "_weight_int8pack_mm", missing)
-    monkeypatch.setitem(kernels._int8, "failed", False)
+    monkeypatch.setitem(linear._int8, "failed", False)
     with torch.inference_mode():
         y = head(x)
-    assert kernels._int8["failed"] and not kernels.int8s(head)
+    assert linear._int8["failed"] and not kernels.int8s(head)
     torch.testing.assert_close(y, torch.nn.functional.linear(x, head.weight))

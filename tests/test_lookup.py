@@ -5,46 +5,59 @@ autoregressive baseline and whole sampled rounds must follow the target (chi-squ
 tests of copied and drawn siblings, and of the residual bug they catch, live with the other star
 tests in test_trees.py.
 """
+
 import json
 from dataclasses import replace
 
 import pytest
 import torch
-
-from specviz.bench import method_knobs, parse_settings
-from specviz.config import (LOOKUP_ACCEPTANCE, LOOKUP_ACCEPTANCE_SAMPLED, BenchConfig, ChainConfig, DySpecConfig, LookupConfig, RunConfig,
-                            SamplingConfig, TreeConfig)
-from specviz.decode import generate, iter_rounds
-from specviz.dyspec import DySpecDrafter
-from specviz.budget import device_curve
-from specviz.lookup import LookupDrafter, NgramIndex, best_extension, measure, prior
-from specviz.methods import BUILDERS
-from specviz.sampling import make_rng
-from specviz.trace import GenerationTrace
-from specviz.tree import children
 from test_trees import bigram_pvalue, bigram_setup, sharp_pair
 
-LOOPY = [5, 9, 17, 3, 5, 9, 17, 3, 5, 9]          # a prompt that repeats itself: lookup has something to copy
+from specviz.core.config import (
+    ChainConfig,
+    DySpecConfig,
+    LookupConfig,
+    RunConfig,
+    SamplingConfig,
+    TreeConfig,
+)
+from specviz.core.curves import device_curve
+from specviz.core.ngram import NgramIndex
+from specviz.core.priors import LOOKUP_ACCEPTANCE, LOOKUP_ACCEPTANCE_SAMPLED
+from specviz.core.sampling import make_rng
+from specviz.core.trace import GenerationTrace
+from specviz.core.tree import children
+from specviz.engine.loop import iter_rounds
+from specviz.engine.record import generate
+from specviz.methods.lookup.drafter import LookupDrafter
+from specviz.methods.lookup.plan import best_extension, prior
+from specviz.methods.registry import BUILDERS
+from specviz.methods.trees.dyspec import DySpecDrafter
+from specviz.tools.bench.specs import BenchConfig, method_knobs, parse_settings
+from specviz.tools.lookup_priors import measure
+
+LOOPY = [5, 9, 17, 3, 5, 9, 17, 3, 5, 9]  # a prompt that repeats itself: lookup has something to copy
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")       # tiny models: one thread (conftest)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (conftest)
 
 
 # -- the index -------------------------------------------------------------------------------------------------
 
+
 def test_longest_most_recent_match_and_periodic_copy():
     idx = NgramIndex(3)
     idx.extend([1, 2, 3, 4, 1, 2])
-    assert idx.propose(5) == (2, [3, 4, 1, 2, 3])           # after "1 2": 3 4 1 2, then the loop goes on
+    assert idx.propose(5) == (2, [3, 4, 1, 2, 3])  # after "1 2": 3 4 1 2, then the loop goes on
     idx.extend([7, 1, 2])
-    assert idx.propose(2) == (2, [7, 1])                      # the most recent "1 2" wins
+    assert idx.propose(2) == (2, [7, 1])  # the most recent "1 2" wins
     assert idx.propose(2, min_ngram=3) == (0, [])
     # tokens after the indexed context (a round's drafts) extend the suffix but are not indexed themselves
-    assert idx.propose(1, after=[3]) == (3, [4])              # "1 2 3" -> 4; the index is unchanged
+    assert idx.propose(1, after=[3]) == (3, [4])  # "1 2 3" -> 4; the index is unchanged
     assert idx.propose(1, after=[9]) == (0, []) and idx.ctx[-1] == 2
     lone = NgramIndex(2)
     lone.extend([8])
-    assert lone.propose(3) == (0, [])                         # a context's suffix is never its own match
+    assert lone.propose(3) == (0, [])  # a context's suffix is never its own match
     run = NgramIndex(4)
     run.extend([6, 6])
     assert run.propose(3) == (1, [6, 6, 6])
@@ -59,7 +72,7 @@ def test_incremental_index_equals_a_fresh_one_and_rebuilds_when_the_context_chan
         fresh = NgramIndex(4)
         fresh.extend(seq[:t])
         assert inc.propose(4) == fresh.propose(4)
-    inc.sync([9, 9, 1])                                       # not an extension: rebuilt
+    inc.sync([9, 9, 1])  # not an extension: rebuilt
     assert inc.ctx == [9, 9, 1] and inc.propose(2) == (0, [])
 
 
@@ -67,28 +80,28 @@ def test_prior_reads_the_table_and_extends_it():
     assert prior(0, 3) == [0.0, 0.0, 0.0]
     assert prior(2, 2) == list(LOOKUP_ACCEPTANCE[1][:2])
     row = list(LOOKUP_ACCEPTANCE[-1])
-    long = prior(99, len(row) + 4)                            # n past the table: its last row, then the last ratio
-    assert long[:len(row)] == row and all(a > b > 0 for a, b in zip(long, long[1:]))
-    sampled = prior(8, 16, sampled=True)                      # sampled runs: the T = 0.7 table, lower throughout
+    long = prior(99, len(row) + 4)  # n past the table: its last row, then the last ratio
+    assert long[: len(row)] == row and all(a > b > 0 for a, b in zip(long, long[1:]))
+    sampled = prior(8, 16, sampled=True)  # sampled runs: the T = 0.7 table, lower throughout
     assert sampled == list(LOOKUP_ACCEPTANCE_SAMPLED[7]) and all(s < g for s, g in zip(sampled, row))
 
 
 def test_measure_counts_copies_along_a_continuation():
     out = measure([([1, 2, 3], [1, 2, 3, 1, 2])], max_ngram=2, depth=2)
-    assert out["offered"] == {1: 1, 2: 3}                     # t = 0 has no match; t = 1 matches "1" only
+    assert out["offered"] == {1: 1, 2: 3}  # t = 0 has no match; t = 1 matches "1" only
     assert out["alpha"][2] == [1.0, 1.0]
 
 
-FLAT = {"n": [1, 64], "ms": [50.0, 50.0]}                  # a device where verifying more tokens is free
-STEEP = {"n": [1, 64], "ms": [50.0, 3200.0]}               # one where every token costs a forward
+FLAT = {"n": [1, 64], "ms": [50.0, 50.0]}  # a device where verifying more tokens is free
+STEEP = {"n": [1, 64], "ms": [50.0, 3200.0]}  # one where every token costs a forward
 
 
 def test_best_extension_weighs_priors_against_the_verify_curve():
     assert best_extension(2.0, 4, [0.5, 0.4, 0.3], FLAT) == 3
     assert best_extension(2.0, 4, [0.5, 0.4, 0.3], STEEP) == 0
-    step = {"n": [1, 4, 5, 16], "ms": [70.0, 78.0, 97.0, 122.0]}        # this CPU's shape
-    assert best_extension(2.5, 4, [0.1] * 12, step) == 0                  # weak copies: stay at 4 rows
-    assert best_extension(3.6, 4, [0.8] * 12, step) == 12                 # a loop: take them all
+    step = {"n": [1, 4, 5, 16], "ms": [70.0, 78.0, 97.0, 122.0]}  # this CPU's shape
+    assert best_extension(2.5, 4, [0.1] * 12, step) == 0  # weak copies: stay at 4 rows
+    assert best_extension(3.6, 4, [0.8] * 12, step) == 12  # a loop: take them all
     assert best_extension(1.0, 1, [], FLAT) == 0
 
 
@@ -97,8 +110,11 @@ def test_device_curve_matches_target_dtype_and_device(tmp_path):
     path = tmp_path / "curve.json"
     path.write_text(json.dumps(rec))
     assert device_curve({"target": "t", "dtype": "fp32", "device": "cpu"}, path) == FLAT
-    for other in ({"target": "u", "dtype": "fp32", "device": "cpu"}, {"target": "t", "dtype": "bf16", "device": "cpu"},
-                  {"target": "t", "dtype": "fp32", "device": "cuda:0"}):
+    for other in (
+        {"target": "u", "dtype": "fp32", "device": "cpu"},
+        {"target": "t", "dtype": "bf16", "device": "cpu"},
+        {"target": "t", "dtype": "fp32", "device": "cuda:0"},
+    ):
         assert device_curve(other, path) is None
     assert device_curve({"target": "t", "dtype": "fp32", "device": "cpu"}, tmp_path / "none.json") is None
 
@@ -112,9 +128,11 @@ def test_copies_go_past_the_budget_where_verifying_is_cheap(kind):
     sampling = SamplingConfig()
     run = RunConfig(method=kind, max_new_tokens=24)
     for curve, most in ((FLAT, 10), (STEEP, 2), (None, 2)):
-        drafter = (LookupDrafter(lk, curve=curve) if kind == "lookup" else
-                   DySpecDrafter(pair.draft, sampling, make_rng(0), DySpecConfig(budget=2), lookup=lk,
-                                 curve=curve))
+        drafter = (
+            LookupDrafter(lk, curve=curve)
+            if kind == "lookup"
+            else DySpecDrafter(pair.draft, sampling, make_rng(0), DySpecConfig(budget=2), lookup=lk, curve=curve)
+        )
         tr = generate(pair, prompt, run, drafter=drafter)
         assert tr.output_ids == ar
         copies = [len(r.copied or ()) for r in tr.rounds]
@@ -129,8 +147,9 @@ RUNS = {
     "lookup": RunConfig(method="lookup"),
     "lookup-k6": RunConfig(method="lookup", lookup=LookupConfig(k=6, max_ngram=3)),
     "dyspec-lookup-level": RunConfig(method="dyspec", copy=True, dyspec=DySpecConfig(budget=6, max_depth=5)),
-    "dyspec-lookup-heap": RunConfig(method="dyspec", copy=True, dyspec=DySpecConfig(budget=6, max_depth=5,
-                                                                                    level_threshold=0.0)),
+    "dyspec-lookup-heap": RunConfig(
+        method="dyspec", copy=True, dyspec=DySpecConfig(budget=6, max_depth=5, level_threshold=0.0)
+    ),
     "chain-copy": RunConfig(method="chain", copy=True, chain=ChainConfig(2)),
     "heuristic-copy": RunConfig(method="heuristic", copy=True),
     "kary-copy": RunConfig(method="kary", copy=True, tree=TreeConfig(width=2, depth=2)),
@@ -146,10 +165,10 @@ def test_greedy_equals_autoregressive(draft, name):
     tr = generate(pair, LOOPY, replace(RUNS[name], max_new_tokens=30))
     assert tr.output_ids == ar
     copied = [c for r in tr.rounds for c in (r.copied or ())]
-    assert copied                                             # the repeats were used
+    assert copied  # the repeats were used
     for r in tr.rounds:
         assert r.n_drafted <= 6 or name == "heuristic-copy"
-        for kids in children(r.tree.parents):                 # no two siblings propose the same token
+        for kids in children(r.tree.parents):  # no two siblings propose the same token
             toks = [r.tree.tokens[c] for c in kids]
             assert len(toks) == len(set(toks))
         for c in r.copied or ():
@@ -191,11 +210,23 @@ def test_trace_keeps_copied_nodes_and_rejects_bad_ones():
 
 
 def test_bench_specs_for_lookup():
-    got = {s.key: s for s in parse_settings(["lookup:2/0", "dyspec-lookup:5+eagle", "dyspec:4+eagle+copy",
-                                             "specdecpp+copy", "hf-lookup:4", "sequoia:3+copy"], BenchConfig(),
-                                            list(BUILDERS))}
+    got = {
+        s.key: s
+        for s in parse_settings(
+            [
+                "lookup:2/0",
+                "dyspec-lookup:5+eagle",
+                "dyspec:4+eagle+copy",
+                "specdecpp+copy",
+                "hf-lookup:4",
+                "sequoia:3+copy",
+            ],
+            BenchConfig(),
+            list(BUILDERS),
+        )
+    }
     assert method_knobs(got["lookup:2/0"])["lookup"].k == 2 and method_knobs(got["lookup:2/0"])["lookup"].extend_to == 0
-    dl = got["dyspec-lookup:5+eagle"]                         # the older name of dyspec:5+copy
+    dl = got["dyspec-lookup:5+eagle"]  # the older name of dyspec:5+copy
     assert dl.copy and method_knobs(dl)["dyspec"].budget == 5 and dl.drafter == "eagle"
     assert got["dyspec:4+copy+eagle"].copy and got["specdecpp+copy"].copy and not got["ar"].copy
     assert got["hf-lookup:4"].k == 4 and not got["hf-lookup:4"].hf_assisted
@@ -207,16 +238,21 @@ def test_bench_specs_for_lookup():
 
 # -- sampled: exact ----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("variant", ["lookup", "level", "heap", "level-extended"])
 def test_rounds_with_copies_are_lossless_end_to_end(variant):
     """Joint law of the first two emitted tokens of whole rounds at T = 1, from a context that repeats."""
     target, pair, sampling, run, rng = bigram_setup()
     lk = LookupConfig(k=3) if variant != "level-extended" else LookupConfig(k=1, extend_to=3)
-    cfg = DySpecConfig(budget=5 if variant != "level-extended" else 1, max_depth=3,
-                       level_threshold=0.0 if variant == "heap" else 0.05)
-    drafter = LookupDrafter(lk) if variant == "lookup" else DySpecDrafter(pair.draft, sampling, rng, cfg, lookup=lk,
-                                                                          curve=FLAT if "extended" in variant else None)
-    prompt = [0, 1, 2, 3] * 3 + [0]                            # a loop: an 8-token match, copies in every round
+    cfg = DySpecConfig(
+        budget=5 if variant != "level-extended" else 1, max_depth=3, level_threshold=0.0 if variant == "heap" else 0.05
+    )
+    drafter = (
+        LookupDrafter(lk)
+        if variant == "lookup"
+        else DySpecDrafter(pair.draft, sampling, rng, cfg, lookup=lk, curve=FLAT if "extended" in variant else None)
+    )
+    prompt = [0, 1, 2, 3] * 3 + [0]  # a loop: an 8-token match, copies in every round
     n, counts, copies = 1500, torch.zeros(5, 5), 0
     for _ in range(n):
         rounds = list(iter_rounds(pair, prompt, run, drafter, rng))

@@ -3,18 +3,19 @@
 One round of speculative sampling on a tiny vocabulary: the first emitted token must follow
 the target's warped next-token distribution exactly, whatever the draft proposes.
 """
+
 import pytest
 import torch
 from scipy.stats import chisquare
 
-from specviz.config import SamplingConfig
-from specviz.sampling import make_rng, residual, sample, warp
-from specviz.tree import chain
-from specviz.verify import verify_sampled
+from specviz.core.config import SamplingConfig
+from specviz.core.sampling import make_rng, residual, sample, warp
+from specviz.core.tree import chain
+from specviz.core.verify import verify_sampled
 
 V = 8
 P_LOGITS = torch.tensor([2.0, 1.5, 1.0, 0.2, 0.0, -0.5, -1.0, -3.0])
-Q_LOGITS = torch.tensor([-1.0, 2.5, 0.0, 1.8, 0.3, -2.0, 1.0, 0.5])   # a poor draft: many rejections
+Q_LOGITS = torch.tensor([-1.0, 2.5, 0.0, 1.8, 0.3, -2.0, 1.0, 0.5])  # a poor draft: many rejections
 
 
 def first_token_counts(n, cfg, k=2, break_residual=False):
@@ -23,12 +24,13 @@ def first_token_counts(n, cfg, k=2, break_residual=False):
     rng = make_rng(1234)
     counts = torch.zeros(V)
     for _ in range(n):
-        toks = [sample(q, rng) for _ in range(k)]                       # context-free toy: same q each step
+        toks = [sample(q, rng) for _ in range(k)]  # context-free toy: same q each step
         tree = chain(0, toks, [float(q[t]) for t in toks])
         probs = p.expand(k + 1, V)
         props = {i: q for i in range(k)}
-        if break_residual:                                              # the classic bug: resample from p, not the residual
-            import specviz.verify as vmod
+        if break_residual:  # the classic bug: resample from p, not the residual
+            import specviz.core.verify as vmod
+
             orig = vmod.residual
             vmod.residual = lambda r, d: r
             try:
@@ -41,8 +43,14 @@ def first_token_counts(n, cfg, k=2, break_residual=False):
     return counts, p
 
 
-@pytest.mark.parametrize("cfg", [SamplingConfig(temperature=1.0), SamplingConfig(temperature=0.7, top_p=0.9),
-                                 SamplingConfig(temperature=1.3, top_k=5)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SamplingConfig(temperature=1.0),
+        SamplingConfig(temperature=0.7, top_p=0.9),
+        SamplingConfig(temperature=1.3, top_k=5),
+    ],
+)
 def test_chain_sampling_is_lossless(cfg):
     n = 20_000
     counts, p = first_token_counts(n, cfg)

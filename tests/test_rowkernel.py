@@ -1,9 +1,11 @@
 """The numba row kernel: F.linear's numbers, batch-invariant, used for 1-16 rows outside autograd, switchable."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from specviz import kernels, rowkernel
+from specviz import kernels
+from specviz.kernels import rowkernel
 
 
 def test_row_kernel_matches_f_linear_and_skinny_linear_takes_it():
@@ -15,21 +17,21 @@ def test_row_kernel_matches_f_linear_and_skinny_linear_takes_it():
             x = torch.randn(rows, 70, generator=g)
             assert rowkernel.serves(x, w)
             torch.testing.assert_close(rowkernel.linear(x, w), F.linear(x, w), rtol=1e-5, atol=1e-5)
-            got = kernels.skinny_linear(x[None], w, b)                     # (1, rows, 300), the bias added
+            got = kernels.skinny_linear(x[None], w, b)  # (1, rows, 300), the bias added
             assert torch.equal(got[0], rowkernel.linear(x, w) + b)
         assert not rowkernel.serves(torch.randn(rowkernel.MAX_ROWS + 1, 70), w)
         assert not rowkernel.serves(torch.randn(2, 70, dtype=torch.float64), w.double())
-    assert not rowkernel.serves(torch.randn(2, 70), w)                    # autograd on: torch's kernels
+    assert not rowkernel.serves(torch.randn(2, 70), w)  # autograd on: torch's kernels
 
 
 def test_row_kernel_is_batch_invariant():
     """A row's product is bitwise the same alone and among others (what keeps verify and decode steps equal)."""
     g = torch.Generator().manual_seed(1)
     m = rowkernel.MAX_ROWS
-    for n_in in (576, 1536 + 7):                                           # a tail past the last block of 16
+    for n_in in (576, 1536 + 7):  # a tail past the last block of 16
         w, x = torch.randn(257, n_in, generator=g), torch.randn(m, n_in, generator=g)
         with torch.no_grad():
-            alone = torch.cat([rowkernel.linear(x[i:i + 1], w) for i in range(m)])
+            alone = torch.cat([rowkernel.linear(x[i : i + 1], w) for i in range(m)])
             torch.testing.assert_close(alone, F.linear(x, w), rtol=1e-5, atol=1e-4)
             for n in range(2, m + 1):
                 assert torch.equal(rowkernel.linear(x[:n], w), alone[:n])
@@ -58,7 +60,7 @@ def test_off_restores_and_a_missing_numba_falls_back(monkeypatch):
             torch.testing.assert_close(kernels.skinny_linear(x, w), F.linear(x, w), rtol=1e-5, atol=1e-5)
         assert rowkernel.serves(x, w)
         monkeypatch.setitem(rowkernel._state, "kernel", None)
-        monkeypatch.setitem(rowkernel._state, "failed", True)            # as where numba cannot be imported
+        monkeypatch.setitem(rowkernel._state, "failed", True)  # as where numba cannot be imported
         assert not rowkernel.serves(x, w) and rowkernel.version() is None
         torch.testing.assert_close(kernels.skinny_linear(x, w), F.linear(x, w), rtol=1e-5, atol=1e-5)
 
@@ -66,6 +68,7 @@ def test_off_restores_and_a_missing_numba_falls_back(monkeypatch):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_row_kernel_follows_torch_threads(threads):
     import numba
+
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -1,17 +1,18 @@
 """The pieces of the batch-invariant attention (`rows_attention`, `_rowkernel_ir.attend`): exp, weighted sums,
 rounding, masks, and a query's output where its keys sit anywhere in the cache."""
+
 import numpy as np
 import pytest
 import torch
 
 numba = pytest.importorskip("numba")
-from specviz import _rowkernel_ir as ir  # noqa: E402
 from specviz import kernels  # noqa: E402
-from specviz.rows_attention import _allowed  # noqa: E402
+from specviz.kernels import _rowkernel_ir as ir  # noqa: E402
+from specviz.kernels.attention import _allowed  # noqa: E402
 
 
 @numba.njit
-def weighted_rows(acc, v, rows, e, C):            # the intrinsic runs inside compiled code only
+def weighted_rows(acc, v, rows, e, C):  # the intrinsic runs inside compiled code only
     ir.weighted_rows(acc, v, rows, e, C)
 
 
@@ -30,8 +31,8 @@ def test_exp_is_accurate_and_the_same_in_any_lane():
     assert np.abs(e / np.exp(x.astype(np.float64)) - 1).max() < 2e-7
     for lo, n in ((1, 17), (5, 3), (0, 1), (7, 900)):
         part = np.empty(n, np.float32)
-        ir._exp_rows(x[lo:lo + n].copy(), part, n)
-        assert np.array_equal(part, e[lo:lo + n])
+        ir._exp_rows(x[lo : lo + n].copy(), part, n)
+        assert np.array_equal(part, e[lo : lo + n])
 
 
 @pytest.mark.parametrize("bf16", [False, True])
@@ -51,12 +52,12 @@ def test_weighted_rows_is_a_fixed_fma_chain_per_column(bf16):
         weighted_rows(part, np.ascontiguousarray(v[:, :w]), rows, e, len(rows))
         assert np.array_equal(part, acc[:w])
     weighted_rows(acc[:8], np.ascontiguousarray(v[:, :8]), rows, e, 0)
-    assert not acc[:8].any()                                      # no rows: zeros
+    assert not acc[:8].any()  # no rows: zeros
 
 
 def test_bf16_rounding_matches_torch():
     x = torch.randn(4096) * torch.logspace(-30, 30, 4096)
-    x[:4] = torch.tensor([0.0, -0.0, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8])  # ties go to even
+    x[:4] = torch.tensor([0.0, -0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8])  # ties go to even
     out = torch.empty(4096, dtype=torch.bfloat16)
     store(x.numpy(), out.view(torch.int16).numpy())
     assert torch.equal(out.view(torch.int16), x.bfloat16().view(torch.int16))
@@ -70,10 +71,10 @@ def test_masks_become_the_keys_each_query_sees():
     assert np.array_equal(_allowed(None, None, 2, 4, {}), np.tril(np.ones((2, 4), bool), 2))
     biased = additive.clone()
     biased[..., 0] = -0.5
-    assert _allowed(None, biased, 2, 4, {}) is None              # a bias: the fused kernel's job
+    assert _allowed(None, biased, 2, 4, {}) is None  # a bias: the fused kernel's job
     same = additive.clone()
     assert _allowed(None, same, 2, 4, {}) is not None
-    same[..., 1] = -0.5                                          # changed in place after a call: read again
+    same[..., 1] = -0.5  # changed in place after a call: read again
     assert _allowed(None, same, 2, 4, {}) is None
 
 
@@ -83,7 +84,7 @@ def test_a_query_does_not_see_where_its_keys_sit(dtype):
     g = torch.Generator().manual_seed(5)
     q = torch.randn(1, 4, 1, 16, generator=g).to(dtype)
     k, v = (torch.randn(1, 2, 40, 16, generator=g).to(dtype) for _ in range(2))
-    seen = torch.tensor([0, 1, 2, 3, 4, 9, 17, 30, 39])                       # the prefix and a path through a tree
+    seen = torch.tensor([0, 1, 2, 3, 4, 9, 17, 30, 39])  # the prefix and a path through a tree
     mask = torch.zeros(40, dtype=torch.bool)
     mask[seen] = True
     scattered = kernels.rows_attention(None, q, k, v, mask[None, None, None].clone())[0]

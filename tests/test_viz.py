@@ -1,4 +1,5 @@
 """Figures and spans from hand-written traces (no model), colours match statuses, and the import boundary."""
+
 import json
 import subprocess
 import sys
@@ -7,12 +8,42 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from specviz import metrics
-from specviz.trace import ACCEPTED, REJECTED, ROOT, UNVISITED, DraftTree, GenerationTrace, RoundTrace
-from specviz.viz import LABELS, PALETTE, SPAN_COLORS, placeholder, show_token, span_rounds, summary_cards, token_spans
-from specviz.viz_run import (calibration_figure, histogram_figure, position_figure, race_figure, round_spans,
-                              speedup_figure)
-from specviz.viz_tree import CORRECTION, showcase_round, stop_figure, tree_figure, tree_graph, tree_layout
+from specviz.analysis import metrics
+from specviz.core.trace import (
+    ACCEPTED,
+    REJECTED,
+    ROOT,
+    UNVISITED,
+    DraftTree,
+    GenerationTrace,
+    RoundTrace,
+)
+from specviz.viz.run import (
+    calibration_figure,
+    histogram_figure,
+    position_figure,
+    race_figure,
+    round_spans,
+    speedup_figure,
+)
+from specviz.viz.style import (
+    LABELS,
+    PALETTE,
+    SPAN_COLORS,
+    placeholder,
+    show_token,
+    span_rounds,
+    summary_cards,
+    token_spans,
+)
+from specviz.viz.tree import (
+    CORRECTION,
+    showcase_round,
+    stop_figure,
+    tree_figure,
+    tree_graph,
+    tree_layout,
+)
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 TEXT = {1: "<s>", 10: " The", 11: " cat", 12: " sat", 13: " dog", 14: " on", 15: " mat", 16: "\n", 17: "<b>x</b>"}
@@ -21,25 +52,61 @@ TEXT = {1: "<s>", 10: " The", 11: " cat", 12: " sat", 13: " dog", 14: " on", 15:
 def _round(index, tokens, parents, status, emitted, correction, **kw):
     n = len(tokens)
     path = tuple(i for i in range(1, n) if status[i] == ACCEPTED)
-    return RoundTrace(index=index, context_len=5 + index, tree=DraftTree(tuple(tokens), tuple(parents), (1.0,) + (0.5,) * (n - 1)),
-                      status=tuple(status), p=(None,) + (0.4,) * (n - 1), accepted_path=path, emitted=tuple(emitted),
-                      correction=correction, draft_ms=10.0, verify_ms=20.0, overhead_ms=1.0, draft_forwards=n - 1, **kw)
+    return RoundTrace(
+        index=index,
+        context_len=5 + index,
+        tree=DraftTree(tuple(tokens), tuple(parents), (1.0,) + (0.5,) * (n - 1)),
+        status=tuple(status),
+        p=(None,) + (0.4,) * (n - 1),
+        accepted_path=path,
+        emitted=tuple(emitted),
+        correction=correction,
+        draft_ms=10.0,
+        verify_ms=20.0,
+        overhead_ms=1.0,
+        draft_forwards=n - 1,
+        **kw,
+    )
 
 
 def make_trace():
     """Round 0: chain, 2 accepted then a resample. Round 1: a tree, full path accepted + bonus.
     Round 2: autoregressive (root only). Round 3: SpecDec++ fields present."""
     r0 = _round(0, [1, 10, 11, 12], [-1, 0, 1, 2], [ROOT, ACCEPTED, ACCEPTED, REJECTED], [10, 11, 13], "resample")
-    r1 = _round(1, [13, 14, 15, 12, 16], [-1, 0, 0, 1, 3], [ROOT, ACCEPTED, UNVISITED, ACCEPTED, ACCEPTED], [14, 12, 16, 17],
-                "bonus")
+    r1 = _round(
+        1,
+        [13, 14, 15, 12, 16],
+        [-1, 0, 0, 1, 3],
+        [ROOT, ACCEPTED, UNVISITED, ACCEPTED, ACCEPTED],
+        [14, 12, 16, 17],
+        "bonus",
+    )
     r2 = _round(2, [17], [-1], [ROOT], [10], "bonus")
-    r3 = _round(3, [10, 11, 12, 13], [-1, 0, 1, 2], [ROOT, ACCEPTED, REJECTED, UNVISITED], [11, 15], "resample",
-                accept_probs=(0.9, 0.6, 0.5), stop_probs=(0.1, 0.46, 0.73), threshold=0.5, stop_reason="threshold",
-                hindsight_k=1)
+    r3 = _round(
+        3,
+        [10, 11, 12, 13],
+        [-1, 0, 1, 2],
+        [ROOT, ACCEPTED, REJECTED, UNVISITED],
+        [11, 15],
+        "resample",
+        accept_probs=(0.9, 0.6, 0.5),
+        stop_probs=(0.1, 0.46, 0.73),
+        threshold=0.5,
+        stop_reason="threshold",
+        hindsight_k=1,
+    )
     rounds = (r0, r1, r2, r3)
     out = tuple(t for r in rounds for t in r.emitted)
-    return GenerationTrace(method="chain", config={"sampling": {"temperature": 0.0}}, prompt_ids=(1, 2, 3),
-                           output_ids=out, rounds=rounds, token_text=TEXT, total_ms=200.0, prompt_text="hi")
+    return GenerationTrace(
+        method="chain",
+        config={"sampling": {"temperature": 0.0}},
+        prompt_ids=(1, 2, 3),
+        output_ids=out,
+        rounds=rounds,
+        token_text=TEXT,
+        total_ms=200.0,
+        prompt_text="hi",
+    )
 
 
 @pytest.fixture
@@ -60,7 +127,7 @@ def test_tree_colours_match_statuses(trace):
     assert len(nodes[ACCEPTED].x) == 2 and len(nodes[REJECTED].x) == 1
     chips = {a.text: a.bgcolor for a in fig.layout.annotations}
     assert chips["␣cat"] == PALETTE[ACCEPTED] and chips["␣sat"] == PALETTE[REJECTED]
-    assert chips["␣dog"] == PALETTE[metrics.CORRECTED]                # the resampled correction is its own node
+    assert chips["␣dog"] == PALETTE[metrics.CORRECTED]  # the resampled correction is its own node
     assert "resampled" in fig.layout.title.text
     hover = " ".join(nodes[ACCEPTED].hovertext)
     assert "q (draft) = 0.500" in hover and "p (target) = 0.400" in hover and "min(1, p/q) = 0.800" in hover
@@ -76,10 +143,10 @@ def test_tree_layout_is_layered_and_bonus_hangs_off_the_leaf(trace):
     assert set(nodes) == {ROOT, ACCEPTED, UNVISITED, metrics.BONUS_TOKEN}
     assert nodes[UNVISITED].marker.color == PALETTE[UNVISITED]
     xs = {u: x for t in nodes.values() for u, x in zip(t.hovertext, t.x)}
-    assert sorted(set(xs.values())) == [0, 1, 2, 3, 4]                 # x = depth
+    assert sorted(set(xs.values())) == [0, 1, 2, 3, 4]  # x = depth
     pos = tree_layout(g)
-    assert {pos[u][1] for u in (0, 1, 3, 4, CORRECTION)} == {0} and pos[2][1] < 0   # committed line on top
-    assert "&lt;b&gt;x&lt;/b&gt;" in " ".join(a.text for a in fig.layout.annotations)   # token text is escaped
+    assert {pos[u][1] for u in (0, 1, 3, 4, CORRECTION)} == {0} and pos[2][1] < 0  # committed line on top
+    assert "&lt;b&gt;x&lt;/b&gt;" in " ".join(a.text for a in fig.layout.annotations)  # token text is escaped
 
 
 def test_autoregressive_round_shows_the_target_token(trace):
@@ -95,7 +162,7 @@ def test_stop_figure_with_and_without_specdecpp_fields(trace):
     assert list(bars[0].marker.color) == [PALETTE[ACCEPTED], PALETTE[REJECTED], PALETTE[UNVISITED]]
     line = [t for t in fig.data if isinstance(t, go.Scatter) and t.mode == "lines+markers"][0]
     assert list(line.y) == [0.1, 0.46, 0.73]
-    assert any(s.y0 == 0.5 for s in fig.layout.shapes)                 # the threshold line
+    assert any(s.y0 == 0.5 for s in fig.layout.shapes)  # the threshold line
     assert "threshold" in fig.layout.title.subtitle.text
     assert showcase_round(trace.rounds) == 0
     empty = stop_figure(trace.rounds[0], trace.token_text)
@@ -103,8 +170,15 @@ def test_stop_figure_with_and_without_specdecpp_fields(trace):
 
 
 def test_run_figures(trace):
-    base = GenerationTrace(method="ar", config={}, prompt_ids=(1,), output_ids=trace.output_ids,
-                           rounds=trace.rounds, token_text=TEXT, total_ms=400.0)
+    base = GenerationTrace(
+        method="ar",
+        config={},
+        prompt_ids=(1,),
+        output_ids=trace.output_ids,
+        rounds=trace.rounds,
+        token_text=TEXT,
+        total_ms=400.0,
+    )
     fig = speedup_figure(trace, base)
     assert "2.00× faster" in fig.layout.title.text
     assert speedup_figure(trace, None).layout.title.text == "Speed"
@@ -132,9 +206,18 @@ def test_metrics(trace):
 def test_spans_colour_every_output_token_by_origin(trace):
     spans = token_spans(trace)
     assert [t for t, _ in spans] == [TEXT[t] for t in trace.output_ids]
-    assert [k for _, k in spans] == [metrics.DRAFTED, metrics.DRAFTED, metrics.CORRECTED,
-                                     metrics.DRAFTED, metrics.DRAFTED, metrics.DRAFTED, metrics.BONUS_TOKEN,
-                                     metrics.TARGET, metrics.DRAFTED, metrics.CORRECTED]
+    assert [k for _, k in spans] == [
+        metrics.DRAFTED,
+        metrics.DRAFTED,
+        metrics.CORRECTED,
+        metrics.DRAFTED,
+        metrics.DRAFTED,
+        metrics.DRAFTED,
+        metrics.BONUS_TOKEN,
+        metrics.TARGET,
+        metrics.DRAFTED,
+        metrics.CORRECTED,
+    ]
     assert span_rounds(trace) == [0, 0, 0, 1, 1, 1, 1, 2, 3, 3]
     assert set(SPAN_COLORS) == set(metrics.ORIGINS)
     assert SPAN_COLORS[metrics.DRAFTED] == PALETTE[ACCEPTED]
@@ -164,12 +247,15 @@ def test_shipped_traces_draw(tmp_path):
 
 
 def test_viz_imports_no_torch_transformers_or_gradio_and_session_no_gradio():
-    code = ("import sys; import specviz.viz, specviz.viz_tree, specviz.viz_run, specviz.viz_budget, specviz.metrics; "
-            "bad = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]; print(bad)")
+    code = (
+        "import sys; import specviz.viz.style, specviz.viz.tree, specviz.viz.run, specviz.viz.budget, "
+        "specviz.analysis.metrics, specviz.methods.catalog; "
+        "bad = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]; print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
-    code = "import sys; import specviz.session; print('gradio' in sys.modules)"
+    code = "import sys; import specviz.app.session; print('gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 
@@ -183,21 +269,42 @@ def test_an_empty_trace_draws_placeholders():
 
 
 def _specdecpp_trace(factors_and_statuses, models=None):
-    rounds = tuple(_round(i, list(range(10, 11 + len(st))), list(range(-1, len(st))), [ROOT, *st], [10], "resample",
-                          accept_probs=tuple(f)) for i, (f, st) in enumerate(factors_and_statuses))
-    return GenerationTrace(method="specdecpp", config={}, prompt_ids=(1,), output_ids=(10,) * len(rounds),
-                           rounds=rounds, token_text=TEXT, total_ms=100.0, models=models or {})
+    rounds = tuple(
+        _round(
+            i,
+            list(range(10, 11 + len(st))),
+            list(range(-1, len(st))),
+            [ROOT, *st],
+            [10],
+            "resample",
+            accept_probs=tuple(f),
+        )
+        for i, (f, st) in enumerate(factors_and_statuses)
+    )
+    return GenerationTrace(
+        method="specdecpp",
+        config={},
+        prompt_ids=(1,),
+        output_ids=(10,) * len(rounds),
+        rounds=rounds,
+        token_text=TEXT,
+        total_ms=100.0,
+        models=models or {},
+    )
 
 
 def test_head_calibration_metrics_pair_each_judged_candidate_with_its_factor():
-    rounds = [((0.9, 0.8, 0.3), (ACCEPTED, ACCEPTED, REJECTED)), ((0.2, 0.7), (REJECTED, UNVISITED)),
-              ((0.6, 0.95), (ACCEPTED, ACCEPTED))]
+    rounds = [
+        ((0.9, 0.8, 0.3), (ACCEPTED, ACCEPTED, REJECTED)),
+        ((0.2, 0.7), (REJECTED, UNVISITED)),
+        ((0.6, 0.95), (ACCEPTED, ACCEPTED)),
+    ]
     tr = _specdecpp_trace(rounds, {"acceptance_head": {"lag": False}})
     assert metrics.judged_labels(tr.rounds[1]) == [0]
     pairs = metrics.head_predictions(tr)
-    assert pairs == [(0.9, 1), (0.8, 1), (0.3, 0), (0.2, 0), (0.6, 1), (0.95, 1)]        # 0.7 was never judged
+    assert pairs == [(0.9, 1), (0.8, 1), (0.3, 0), (0.2, 0), (0.6, 1), (0.95, 1)]  # 0.7 was never judged
     assert metrics.auc(pairs) == 1.0 and metrics.auc([(0.5, 1), (0.5, 0)]) == 0.5 and metrics.auc([(0.1, 1)]) is None
-    assert metrics.auc([(0.9, 0.75), (0.1, 0.25)]) == pytest.approx(0.75)     # soft labels: weights of both classes
+    assert metrics.auc([(0.9, 0.75), (0.1, 0.25)]) == pytest.approx(0.75)  # soft labels: weights of both classes
     assert metrics.brier([(1.0, 1), (0.5, 0)]) == pytest.approx(0.125) and metrics.brier([]) is None
     bins = metrics.calibration_bins(pairs)
     assert [(lo, n) for lo, _, n, _, _ in bins] == [(0.2, 2), (0.6, 1), (0.8, 3)]
@@ -217,7 +324,10 @@ def test_calibration_figure_draws_bins_and_the_reject_weight_curve():
     assert list(fig.data[2].text) == ["2", "1"] and "AUC 1.00" in fig.layout.title.subtitle.text
     assert "held-out at training 0.80" in fig.layout.title.subtitle.text
     for junk in ("six", {"lag": "no", "reject_weight": "6", "heldout_auc": [0.8]}, {"reject_weight": float("nan")}):
-        odd = calibration_figure(_specdecpp_trace(rounds, {"acceptance_head": junk}))   # a hand-edited trace file
-        assert [t.name for t in odd.data] == ["calibrated", "this run"] and "held-out" not in odd.layout.title.subtitle.text
-    chain = calibration_figure(make_trace())                      # not a SpecDec++ run: says how to get one
+        odd = calibration_figure(_specdecpp_trace(rounds, {"acceptance_head": junk}))  # a hand-edited trace file
+        assert [t.name for t in odd.data] == [
+            "calibrated",
+            "this run",
+        ] and "held-out" not in odd.layout.title.subtitle.text
+    chain = calibration_figure(make_trace())  # not a SpecDec++ run: says how to get one
     assert not chain.data and "SpecDec++" in chain.layout.annotations[0].text

@@ -1,8 +1,9 @@
 """`python -m specviz.train <command> [options]`: each command is a module with `main(argv)`."""
+
 import sys
 from importlib import import_module
 
-COMMANDS = {"head": "specviz.train.head", "draft": "specviz.train.draft_run", "eagle": "specviz.train.eagle"}      # command -> module
+COMMANDS = {"head": "specviz.train.head", "draft": "specviz.train.draft_run", "eagle": "specviz.train.eagle"}
 
 
 def main(argv=None) -> None:
@@ -11,7 +12,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"usage: python -m specviz.train {{{','.join(COMMANDS)}}} [options]")
     try:
         import_module(COMMANDS[argv[0]]).main(argv[1:])
-    except (ValueError, FileNotFoundError) as e:          # bad options, missing weights: a message, not a traceback
+    except (ValueError, FileNotFoundError) as e:  # bad options, missing weights: a message, not a traceback
         raise SystemExit(f"specviz.train {argv[0]}: error: {e}") from None
 
 

@@ -1,4 +1,5 @@
-"""Real text found on this machine, to widen the distillation prompts beyond the templates in `prompts.py`.
+"""Real text installed on the training machine, to widen the distillation prompts beyond the templates of
+`prompts.py`.
 
 Three sources, each read in a fixed order so a seed gives the same prompts on the same machine:
 - words: whole-word tokens of the target's own vocabulary (lower-case, >= 5 letters), as topics;
@@ -7,6 +8,7 @@ Three sources, each read in a fixed order so a seed gives the same prompts on th
 - code: short functions of the Python standard library (`inspect.getsource`), as code to explain,
   test, fix or port.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -16,10 +18,42 @@ import re
 from pathlib import Path
 
 GERMAN_MAN = Path("/usr/share/man/de")
-STDLIB_MODULES = ("bisect", "heapq", "textwrap", "statistics", "fractions", "string", "difflib", "shlex", "calendar",
-                  "colorsys", "csv", "pprint", "functools", "json.decoder", "json.encoder", "ipaddress", "random",
-                  "copy", "glob", "fnmatch", "posixpath", "html", "base64", "quopri", "netrc", "graphlib",
-                  "operator", "keyword", "reprlib", "dataclasses", "enum", "urllib.parse", "email.utils", "zipfile")
+STDLIB_MODULES = (
+    "bisect",
+    "heapq",
+    "textwrap",
+    "statistics",
+    "fractions",
+    "string",
+    "difflib",
+    "shlex",
+    "calendar",
+    "colorsys",
+    "csv",
+    "pprint",
+    "functools",
+    "json.decoder",
+    "json.encoder",
+    "ipaddress",
+    "random",
+    "copy",
+    "glob",
+    "fnmatch",
+    "posixpath",
+    "html",
+    "base64",
+    "quopri",
+    "netrc",
+    "graphlib",
+    "operator",
+    "keyword",
+    "reprlib",
+    "dataclasses",
+    "enum",
+    "urllib.parse",
+    "email.utils",
+    "zipfile",
+)
 _GERMAN = re.compile(r"\b(der|die|das|und|ist|nicht|mit|wird|werden|eine?|Sie)\b")
 _GROFF = re.compile(r"\\f[A-Z]|\\f\(..|\\[|&^]|\\\*\(..|\\\*.|\\s[-+]?\d")
 
@@ -46,8 +80,11 @@ def _prose(page: Path, max_words: int) -> list[str]:
         text = _roff_text(gzip.decompress(page.read_bytes()).decode("utf-8", "replace"))
     except (OSError, EOFError):
         return []
-    return [s for s in re.split(r"(?<=[.!?])\s+(?=[A-ZÄÖÜ])", text)
-            if 8 <= len(s.split()) <= max_words and s.endswith(".") and not re.search(r"[\\/=<>{}\[\]_|*]|--?\w", s)]
+    return [
+        s
+        for s in re.split(r"(?<=[.!?])\s+(?=[A-ZÄÖÜ])", text)
+        if 8 <= len(s.split()) <= max_words and s.endswith(".") and not re.search(r"[\\/=<>{}\[\]_|*]|--?\w", s)
+    ]
 
 
 def german_sentences(folder: Path = GERMAN_MAN, max_words: int = 30) -> list[str]:

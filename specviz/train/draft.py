@@ -7,8 +7,9 @@ final norm; embeddings and the tied output layer are the target's, frozen, so th
 its own layers. Loss at i: cross-entropy -sum_{v in top-k(p_i) ∩ V'} p~_i(v) log q_i(v), with p~ the
 target's top-k renormalised over V' and q_i the softmax over V' (= KL(p~ || q) + const).
 Shipped format: `config.json` (LlamaConfig) and `draft.safetensors` (layers + norm, bf16, plus
-"specviz.head_ids" int64), read by `loading._load_shipped_draft`.
+"specviz.head_ids" int64), read by `specviz.models.loading._load_shipped_draft`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,9 +20,9 @@ import torch
 from safetensors.torch import save_file
 from transformers import LlamaForCausalLM
 
-from ..config import DraftTrainConfig
-from .data import Distill
-from .loop import adamw, optimise, resume
+from specviz.train.config import DraftTrainConfig
+from specviz.train.data import Distill
+from specviz.train.loop import adamw, optimise, resume
 
 HEAD_KEY = "specviz.head_ids"
 
@@ -30,7 +31,7 @@ def head_ids(responses: list[list[int]], size: int, always: set[int]) -> torch.T
     """Sorted ids of the `size` most frequent response tokens (ties by id), `always` included."""
     counts = torch.zeros(max(max((max(r) for r in responses if r), default=0), *always) + 1, dtype=torch.long)
     for r in responses:
-        counts += torch.bincount(torch.tensor(r, dtype=torch.long), minlength=len(counts))[:len(counts)]
+        counts += torch.bincount(torch.tensor(r, dtype=torch.long), minlength=len(counts))[: len(counts)]
     for t in always:
         counts[t] = counts.max() + 1
     order = sorted(range(len(counts)), key=lambda t: (-int(counts[t]), t))
@@ -49,7 +50,9 @@ def build_draft(target, layers: tuple[int, ...]) -> LlamaForCausalLM:
         for j, i in enumerate(layers):
             draft.model.layers[j].load_state_dict({k: v.float() for k, v in src.layers[i].state_dict().items()})
         draft.model.norm.weight.copy_(src.norm.weight.float())
-        draft.model.embed_tokens.weight = torch.nn.Parameter(src.embed_tokens.weight.detach().float(), requires_grad=False)
+        draft.model.embed_tokens.weight = torch.nn.Parameter(
+            src.embed_tokens.weight.detach().float(), requires_grad=False
+        )
     draft.tie_weights()
     return draft
 
@@ -61,17 +64,24 @@ def own_state(draft) -> dict[str, torch.Tensor]:
 
 # -- loss ------------------------------------------------------------------------------------
 
-def distill_loss(hidden: torch.Tensor, head_w: torch.Tensor, slot: torch.Tensor, top_ids: torch.Tensor,
-                 top_lp: torch.Tensor, allow: torch.Tensor | None = None) -> torch.Tensor:
+
+def distill_loss(
+    hidden: torch.Tensor,
+    head_w: torch.Tensor,
+    slot: torch.Tensor,
+    top_ids: torch.Tensor,
+    top_lp: torch.Tensor,
+    allow: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Mean cross-entropy of q = softmax(hidden @ head_w.T) (n, V') to the target's top-k restricted to V'.
 
     hidden (n, H); head_w (V', H); slot (V,) = index in V' or -1; top_ids / top_lp (n, k); allow (n, V'): the
     columns each row's q covers (`context_head`; None: all)."""
-    logits = hidden @ head_w.T                                                        # (n, V')
+    logits = hidden @ head_w.T  # (n, V')
     if allow is not None:
         logits = logits.masked_fill(~allow, float("-inf"))
     logq = torch.log_softmax(logits, -1)
-    s = slot[top_ids.long()]                                                          # (n, k)
+    s = slot[top_ids.long()]  # (n, k)
     ok = s >= 0
     if allow is not None:
         ok &= allow.gather(1, s.clamp(min=0))
@@ -80,21 +90,23 @@ def distill_loss(hidden: torch.Tensor, head_w: torch.Tensor, slot: torch.Tensor,
     return -torch.where(ok, p * logq.gather(1, s.clamp(min=0)), 0.0).sum(-1).mean()
 
 
-def context_head(x: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, head_w: torch.Tensor, slot: torch.Tensor,
-                 emb: torch.Tensor):
+def context_head(
+    x: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, head_w: torch.Tensor, slot: torch.Tensor, emb: torch.Tensor
+):
     """The output layer a context vocabulary (`ModelConfig.context_vocab`) gives a training batch: V' plus the
     batch's E tokens outside it, each usable by a row once its own sequence has held it up to the row's position
     (the drafter predicting position t + 1 has been fed x_<=t).
 
     x, valid (B, L) ids and mask; pos (n, 2) each row's (sequence, position) -> head_w (V'+E, H), slot (V,),
     allow (n, V'+E) or None (no token outside V')."""
-    ext = x[valid & (slot[x] < 0)].unique()                                           # (E,)
+    ext = x[valid & (slot[x] < 0)].unique()  # (E,)
     if not len(ext):
         return head_w, slot, None
-    hit = (x[:, :, None] == ext) & valid[:, :, None]                                  # (B, L, E)
-    first = torch.where(hit.any(1), hit.float().argmax(1), x.shape[1])                # (B, E) first position held
-    allow = torch.cat([torch.ones(len(pos), len(head_w), dtype=torch.bool),
-                       first[pos[:, 0]] <= pos[:, 1, None]], 1)                      # (n, V'+E)
+    hit = (x[:, :, None] == ext) & valid[:, :, None]  # (B, L, E)
+    first = torch.where(hit.any(1), hit.float().argmax(1), x.shape[1])  # (B, E) first position held
+    allow = torch.cat(
+        [torch.ones(len(pos), len(head_w), dtype=torch.bool), first[pos[:, 0]] <= pos[:, 1, None]], 1
+    )  # (n, V'+E)
     slot = slot.clone()
     slot[ext] = len(head_w) + torch.arange(len(ext))
     return torch.cat([head_w, emb[ext].to(head_w.dtype)]), slot, allow
@@ -123,10 +135,10 @@ def step_loss(draft, data: Distill, seqs: list[int], head_w, slot) -> torch.Tens
     L = max(len(ids) for ids, _, _ in items)
     x = torch.zeros(len(items), L, dtype=torch.long)
     for b, (ids, _, _) in enumerate(items):
-        x[b, :len(ids)] = ids
-    h = draft.model(input_ids=x).last_hidden_state                                     # (B, L, H) causal: padding is never seen
+        x[b, : len(ids)] = ids
+    h = draft.model(input_ids=x).last_hidden_state  # (B, L, H) causal: pads unseen
     rows, pos = [], []
-    for b, (ids, P, r) in enumerate(items):
+    for b, (_ids, P, r) in enumerate(items):
         n = r.stop - r.start
         rows.append(torch.arange(r.start, r.stop))
         pos.append(torch.stack([torch.full((n,), b), torch.arange(P - 1, P - 1 + n)], 1))
@@ -140,7 +152,7 @@ def agreement(draft, data: Distill, head_w, slot, limit: int = 10_000) -> float:
     hit = tot = 0
     for s in range(len(data)):
         ids, P, r = data.sequence(s)
-        h = draft.model(input_ids=ids[None]).last_hidden_state[0, P - 1:P - 1 + (r.stop - r.start)]
+        h = draft.model(input_ids=ids[None]).last_hidden_state[0, P - 1 : P - 1 + (r.stop - r.start)]
         pred = (h @ head_w.T).argmax(-1)
         want = slot[data.top_ids[r, 0].long()]
         hit += int((pred == want).sum())
@@ -151,8 +163,9 @@ def agreement(draft, data: Distill, head_w, slot, limit: int = 10_000) -> float:
 
 
 @torch.no_grad()
-def calibrate_norm(draft, data: Distill, seqs: list[int], head_w, slot,
-                   scales=(0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)) -> float:
+def calibrate_norm(
+    draft, data: Distill, seqs: list[int], head_w, slot, scales=(0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
+) -> float:
     """Scale the final norm (tuned for the target's deep residual stream) to the loss-minimising value on one batch.
 
     Right after initialisation the draft's residual stream is close to the input embedding, so the
@@ -167,10 +180,11 @@ def calibrate_norm(draft, data: Distill, seqs: list[int], head_w, slot,
     return best
 
 
-def train(draft, data: Distill, held: Distill, ids_v: torch.Tensor, cfg: DraftTrainConfig, ckpt: Path,
-          on_checkpoint=None) -> list[dict]:
+def train(
+    draft, data: Distill, held: Distill, ids_v: torch.Tensor, cfg: DraftTrainConfig, ckpt: Path, on_checkpoint=None
+) -> list[dict]:
     """AdamW on the draft's own weights; checkpoints (weights + optimiser moments) every `checkpoint_every` steps."""
-    head_w = draft.model.embed_tokens.weight.detach()[ids_v]                           # (V', H) frozen
+    head_w = draft.model.embed_tokens.weight.detach()[ids_v]  # (V', H) frozen
     slot = torch.full((draft.config.vocab_size,), -1, dtype=torch.long)
     slot[ids_v] = torch.arange(len(ids_v))
     params = own_state(draft)
@@ -178,16 +192,31 @@ def train(draft, data: Distill, held: Distill, ids_v: torch.Tensor, cfg: DraftTr
     start, history = resume(ckpt, params, opt)
     plan = batch_plan(data, cfg.batch_tokens, cfg.steps, cfg.seed)
     if start == 0:
-        history.append({"step": 0, "norm_scale": calibrate_norm(draft, data, plan[0], head_w, slot),
-                        "heldout_agreement": round(agreement(draft, held, head_w, slot, limit=3000), 4)})
+        history.append(
+            {
+                "step": 0,
+                "norm_scale": calibrate_norm(draft, data, plan[0], head_w, slot),
+                "heldout_agreement": round(agreement(draft, held, head_w, slot, limit=3000), 4),
+            }
+        )
         print(json.dumps(history[-1]))
-    return optimise(draft, params, opt, cfg, start, history, ckpt,
-                    step_loss=lambda step: (step_loss(draft, data, plan[step], head_w, slot), {}),
-                    evaluate=lambda: {"heldout_agreement": round(agreement(draft, held, head_w, slot, limit=3000), 4)},
-                    desc="draft train", on_checkpoint=on_checkpoint)
+    return optimise(
+        draft,
+        params,
+        opt,
+        cfg,
+        start,
+        history,
+        ckpt,
+        step_loss=lambda step: (step_loss(draft, data, plan[step], head_w, slot), {}),
+        evaluate=lambda: {"heldout_agreement": round(agreement(draft, held, head_w, slot, limit=3000), 4)},
+        desc="draft train",
+        on_checkpoint=on_checkpoint,
+    )
 
 
 # -- shipping ----------------------------------------------------------------------------------
+
 
 def save_draft(draft, ids_v: torch.Tensor, folder: Path) -> Path:
     """Write config.json and draft.safetensors (own weights in bf16 + head ids) into `folder`."""

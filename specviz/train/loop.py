@@ -2,15 +2,17 @@
 rate, gradient clipping, a smoothed loss on the progress bar, and every `checkpoint_every` steps a held-out
 evaluation plus a resumable checkpoint (weights and Adam moments in safetensors, history in its metadata).
 """
+
 from __future__ import annotations
 
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
@@ -43,7 +45,6 @@ def resume(path: Path, params: dict, opt) -> tuple[int, list[dict]]:
     """(step, history) of the checkpoint at `path`, its weights and moments loaded; (0, []) if there is none."""
     if not path.exists():
         return 0, []
-    from safetensors import safe_open
     with safe_open(str(path), "pt") as f:
         meta = f.metadata()
     t = load_file(str(path))
@@ -51,14 +52,27 @@ def resume(path: Path, params: dict, opt) -> tuple[int, list[dict]]:
         for n, p in params.items():
             p.copy_(t[f"w.{n}"])
             if f"exp_avg.{n}" in t:
-                opt.state[p] = {"step": torch.tensor(float(meta["step"])), "exp_avg": t[f"exp_avg.{n}"].clone(),
-                                "exp_avg_sq": t[f"exp_avg_sq.{n}"].clone()}
+                opt.state[p] = {
+                    "step": torch.tensor(float(meta["step"])),
+                    "exp_avg": t[f"exp_avg.{n}"].clone(),
+                    "exp_avg_sq": t[f"exp_avg_sq.{n}"].clone(),
+                }
     return int(meta["step"]), json.loads(meta["history"])
 
 
-def optimise(model, params: dict, opt, cfg, start: int, history: list[dict], ckpt: Path,
-             step_loss: Callable[[int], tuple[torch.Tensor, dict]], evaluate: Callable[[], dict], desc: str,
-             on_checkpoint: Callable[[], object] | None = None) -> list[dict]:
+def optimise(
+    model,
+    params: dict,
+    opt,
+    cfg,
+    start: int,
+    history: list[dict],
+    ckpt: Path,
+    step_loss: Callable[[int], tuple[torch.Tensor, dict]],
+    evaluate: Callable[[], dict],
+    desc: str,
+    on_checkpoint: Callable[[], object] | None = None,
+) -> list[dict]:
     """Steps `start` .. cfg.steps - 1. step_loss(step) -> (loss, extra progress-bar fields); evaluate() -> the
     held-out figures recorded (in eval mode) at every checkpoint. Returns the history, model left in eval mode."""
     bar = tqdm(range(start, cfg.steps), desc=desc, initial=start, total=cfg.steps)
@@ -79,8 +93,9 @@ def optimise(model, params: dict, opt, cfg, start: int, history: list[dict], ckp
             model.eval()
             figures = evaluate()
             model.train()
-            history.append({"step": done, "loss": round(ema, 4), **figures,
-                            "seconds": round(time.perf_counter() - t0, 1)})
+            history.append(
+                {"step": done, "loss": round(ema, 4), **figures, "seconds": round(time.perf_counter() - t0, 1)}
+            )
             bar.write(json.dumps(history[-1]))
             save_checkpoint(ckpt, params, opt, done, history)
             if on_checkpoint:

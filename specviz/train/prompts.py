@@ -6,10 +6,10 @@ problems, reading comprehension). Long-context kinds (summarize / answer from a 
 need documents: `with_documents` builds them from texts the target wrote itself in a first wave
 (the first wave's prompts of category 'doc' ask for texts that make good documents). `broad` draws prompts from
 real text instead (`corpus.py`): the templated ones alone let a drafter memorise the target's answers to them
-(the stage-3 EAGLE drafter, teacher-forced: agreement 0.80 on answers it trained on, 0.51 on new prompts
-of the same templates, 0.32 on Spec-Bench).
+(measured on the EAGLE drafter: models/smollm2-eagle/README.md).
 All randomness comes from one `random.Random(seed)`.
 """
+
 from __future__ import annotations
 
 import random
@@ -31,21 +31,29 @@ nuclear energy|solar panels|wind farms|batteries|quantum computers|the periodic 
 the speed of light|sound waves|rainbows|weather forecasting|hurricanes|glaciers|forests|wolves|elephants|whales|
 cats|dogs|birds migration|agriculture|food waste|vegetarian diets|street food|Italian cuisine|Japanese culture|
 Indian festivals|Mexican history|African savannas|the Silk Road|the Vikings|pirates|castles|trains|airplanes|
-bridges|skyscrapers|online learning|homework|exams|creativity|happiness|stress|kindness|curiosity|memory|dreams""".replace("\n", "").split("|")
+bridges|skyscrapers|online learning|homework|exams|creativity|happiness|stress|kindness|curiosity|memory|dreams""".replace(
+    "\n", ""
+).split("|")
 
 PEOPLE = """a young teacher|an old fisherman|a curious robot|a lonely astronaut|a brave firefighter|a shy student|
 a retired detective|a street musician|a small dragon|a talking cat|a busy nurse|a young inventor|a farmer|
-a librarian|a ship captain|a famous chef|a little girl|a grandfather|a software engineer|a travelling painter""".replace("\n", "").split("|")
+a librarian|a ship captain|a famous chef|a little girl|a grandfather|a software engineer|a travelling painter""".replace(
+    "\n", ""
+).split("|")
 
 PERSONAS = """a pirate captain|Sherlock Holmes|a medieval knight|a friendly alien visiting Earth|a fitness coach|
 a grumpy wizard|a tour guide in Rome|a Shakespearean actor|a famous scientist from the 1800s|a cowboy|
 a startup founder|a kind kindergarten teacher|a sports commentator|a chef in Paris|a time traveller from the year 3000|
-a sailor|a detective in 1920s Chicago|a marine biologist|an ancient Greek philosopher|a stand-up comedian""".replace("\n", "").split("|")
+a sailor|a detective in 1920s Chicago|a marine biologist|an ancient Greek philosopher|a stand-up comedian""".replace(
+    "\n", ""
+).split("|")
 
 QUESTIONS = """What do you think about modern technology?|How should I spend my weekend?|What is the secret of a happy life?|
 Why should people read more books?|What is your favourite food and why?|How do you deal with failure?|
 What advice would you give to young people?|Describe your typical day.|What are you most afraid of?|
-What would you change about the world?|How do you stay motivated?|What is the best way to learn something new?""".replace("\n", "").split("|")
+What would you change about the world?|How do you stay motivated?|What is the best way to learn something new?""".replace(
+    "\n", ""
+).split("|")
 
 LANGS = ["Python", "JavaScript", "C++", "Java", "Rust", "Go", "C", "TypeScript", "Bash", "SQL"]
 TASKS = """reverses a string|checks whether a number is prime|computes the factorial of n|returns the nth Fibonacci number|
@@ -54,7 +62,9 @@ checks whether a word is a palindrome|merges two sorted lists|removes duplicates
 reads a text file and counts its words|converts Celsius to Fahrenheit|implements binary search|finds the greatest common divisor of two numbers|
 flattens a nested list|counts word frequencies in a sentence|validates an email address|generates a random password|
 implements a stack with push and pop|computes the sum of digits of a number|transposes a matrix|finds the second largest number|
-checks whether two strings are anagrams|prints a multiplication table|returns the longest word in a sentence""".replace("\n", "").split("|")
+checks whether two strings are anagrams|prints a multiplication table|returns the longest word in a sentence""".replace(
+    "\n", ""
+).split("|")
 
 CONCEPTS = """entropy|inertia|osmosis|supply and demand|opportunity cost|natural selection|plate tectonics|the greenhouse effect|
 compound interest|the placebo effect|cognitive dissonance|the theory of relativity|photosynthesis|recursion|
@@ -62,34 +72,122 @@ object-oriented programming|the Pythagorean theorem|probability|statistics|democ
 utilitarianism|existentialism|the scientific method|neural networks|encryption|the blockchain|the water cycle|
 gross domestic product|monetary policy|fiscal policy|the carbon cycle|acids and bases|kinetic energy|
 the law of conservation of energy|friction|buoyancy|cell division|the nervous system|climate and weather|
-impressionism|the Enlightenment|feudalism|colonialism|the Big Bang|quantum entanglement|machine translation""".replace("\n", "").split("|")
+impressionism|the Enlightenment|feudalism|colonialism|the Big Bang|quantum entanglement|machine translation""".replace(
+    "\n", ""
+).split("|")
 
 COUNTRIES = """France|Germany|Japan|Brazil|Canada|Australia|India|Egypt|Kenya|Mexico|Italy|Spain|China|Norway|Peru|
-Argentina|Turkey|Vietnam|Greece|Ireland|Poland|Sweden|Chile|Morocco|Thailand|Portugal|Nigeria|Indonesia""".replace("\n", "").split("|")
+Argentina|Turkey|Vietnam|Greece|Ireland|Poland|Sweden|Chile|Morocco|Thailand|Portugal|Nigeria|Indonesia""".replace(
+    "\n", ""
+).split("|")
 
-NAMES = ["Anna", "Ben", "Carlos", "Diana", "Emma", "Farid", "Grace", "Hiro", "Ivy", "Jack", "Kofi", "Lena", "Mia",
-         "Noah", "Olga", "Priya", "Quinn", "Rosa", "Sam", "Tom", "Uma", "Victor", "Wendy", "Yusuf", "Zoe"]
-ITEMS = [("apples", 0.5, 3), ("books", 4, 20), ("pencils", 0.25, 2), ("cookies", 1, 4), ("tickets", 5, 40),
-         ("shirts", 8, 30), ("plants", 3, 15), ("cupcakes", 2, 5), ("marbles", 0.1, 1), ("notebooks", 1, 6)]
+NAMES = [
+    "Anna",
+    "Ben",
+    "Carlos",
+    "Diana",
+    "Emma",
+    "Farid",
+    "Grace",
+    "Hiro",
+    "Ivy",
+    "Jack",
+    "Kofi",
+    "Lena",
+    "Mia",
+    "Noah",
+    "Olga",
+    "Priya",
+    "Quinn",
+    "Rosa",
+    "Sam",
+    "Tom",
+    "Uma",
+    "Victor",
+    "Wendy",
+    "Yusuf",
+    "Zoe",
+]
+ITEMS = [
+    ("apples", 0.5, 3),
+    ("books", 4, 20),
+    ("pencils", 0.25, 2),
+    ("cookies", 1, 4),
+    ("tickets", 5, 40),
+    ("shirts", 8, 30),
+    ("plants", 3, 15),
+    ("cupcakes", 2, 5),
+    ("marbles", 0.1, 1),
+    ("notebooks", 1, 6),
+]
 
 # German sentences for "Translate German to English" (subject, verb phrase, complement)
-DE_SUBJ = ["Die Regierung", "Der Präsident", "Viele Menschen", "Die Polizei", "Das Unternehmen", "Meine Schwester",
-           "Der Bürgermeister", "Die Schüler", "Ein Sprecher des Ministeriums", "Die Mannschaft", "Unsere Nachbarn",
-           "Die Forscher", "Der Trainer", "Die Stadt", "Die Bank", "Der Autor", "Die Ärzte", "Die Firma"]
-DE_VERB = ["hat am Montag angekündigt", "will im nächsten Jahr", "plant seit Monaten", "hat gestern erklärt",
-           "möchte bald", "kritisierte am Wochenende", "hat überraschend beschlossen", "sagte in einem Interview",
-           "hofft weiterhin", "hat vor kurzem begonnen"]
-DE_OBJ = ["neue Wohnungen zu bauen", "die Steuern zu senken", "mehr Geld in Schulen zu investieren",
-          "dass die Preise weiter steigen werden", "ein neues Krankenhaus zu eröffnen", "die Gespräche fortzusetzen",
-          "dass die Lage ernst ist", "den Vertrag zu verlängern", "die Straßen zu sanieren", "mehr Personal einzustellen",
-          "dass der Winter sehr kalt wird", "ein Museum in der Altstadt zu eröffnen", "den Flughafen zu erweitern",
-          "dass die Ergebnisse gut sind", "neue Arbeitsplätze zu schaffen", "die Umwelt besser zu schützen"]
-DE_TAIL = ["", " , wie die Zeitung berichtet", " , obwohl es Kritik gibt", " , um die Wirtschaft zu stärken",
-           " , teilte ein Sprecher mit", " , nachdem es lange Streit gab"]
+DE_SUBJ = [
+    "Die Regierung",
+    "Der Präsident",
+    "Viele Menschen",
+    "Die Polizei",
+    "Das Unternehmen",
+    "Meine Schwester",
+    "Der Bürgermeister",
+    "Die Schüler",
+    "Ein Sprecher des Ministeriums",
+    "Die Mannschaft",
+    "Unsere Nachbarn",
+    "Die Forscher",
+    "Der Trainer",
+    "Die Stadt",
+    "Die Bank",
+    "Der Autor",
+    "Die Ärzte",
+    "Die Firma",
+]
+DE_VERB = [
+    "hat am Montag angekündigt",
+    "will im nächsten Jahr",
+    "plant seit Monaten",
+    "hat gestern erklärt",
+    "möchte bald",
+    "kritisierte am Wochenende",
+    "hat überraschend beschlossen",
+    "sagte in einem Interview",
+    "hofft weiterhin",
+    "hat vor kurzem begonnen",
+]
+DE_OBJ = [
+    "neue Wohnungen zu bauen",
+    "die Steuern zu senken",
+    "mehr Geld in Schulen zu investieren",
+    "dass die Preise weiter steigen werden",
+    "ein neues Krankenhaus zu eröffnen",
+    "die Gespräche fortzusetzen",
+    "dass die Lage ernst ist",
+    "den Vertrag zu verlängern",
+    "die Straßen zu sanieren",
+    "mehr Personal einzustellen",
+    "dass der Winter sehr kalt wird",
+    "ein Museum in der Altstadt zu eröffnen",
+    "den Flughafen zu erweitern",
+    "dass die Ergebnisse gut sind",
+    "neue Arbeitsplätze zu schaffen",
+    "die Umwelt besser zu schützen",
+]
+DE_TAIL = [
+    "",
+    " , wie die Zeitung berichtet",
+    " , obwohl es Kritik gibt",
+    " , um die Wirtschaft zu stärken",
+    " , teilte ein Sprecher mit",
+    " , nachdem es lange Streit gab",
+]
 
 # first-wave prompts whose answers are used as documents in the second wave
-DOC_TEMPLATES = ["Write a news article about {t}.", "Write an encyclopedia entry about {t}.",
-                 "Write a detailed report on recent developments in {t}.", "Write a magazine feature about {t}."]
+DOC_TEMPLATES = [
+    "Write a news article about {t}.",
+    "Write an encyclopedia entry about {t}.",
+    "Write a detailed report on recent developments in {t}.",
+    "Write a magazine feature about {t}.",
+]
 
 
 def _num(r: random.Random, lo: int, hi: int) -> int:
@@ -98,64 +196,103 @@ def _num(r: random.Random, lo: int, hi: int) -> int:
 
 def _writing(r):
     t, p = r.choice(TOPICS), r.choice(PEOPLE)
-    return r.choice([
-        f"Write a blog post about {t}.", f"Compose a short poem about {t}.", f"Write a short story about {p}.",
-        f"Write a professional email to your manager about {t}.", f"Write a persuasive essay on {t}.",
-        f"Draft a short speech about {t} for a school event.", f"Write a product description for a new gadget related to {t}.",
-        f"Compose an engaging travel blog post about a trip to {r.choice(COUNTRIES)}.",
-        f"Write a letter to a friend describing {t}.", f"Write a short story about {p} who discovers {t}.",
-        f"Write a haiku about {t}.", f"Write a motivational message for someone learning about {t}.",
-        f"Write a cover letter for a job as {p.split(' ', 1)[1]}.", f"Write a dialogue between {p} and {r.choice(PEOPLE)}."])
+    return r.choice(
+        [
+            f"Write a blog post about {t}.",
+            f"Compose a short poem about {t}.",
+            f"Write a short story about {p}.",
+            f"Write a professional email to your manager about {t}.",
+            f"Write a persuasive essay on {t}.",
+            f"Draft a short speech about {t} for a school event.",
+            f"Write a product description for a new gadget related to {t}.",
+            f"Compose an engaging travel blog post about a trip to {r.choice(COUNTRIES)}.",
+            f"Write a letter to a friend describing {t}.",
+            f"Write a short story about {p} who discovers {t}.",
+            f"Write a haiku about {t}.",
+            f"Write a motivational message for someone learning about {t}.",
+            f"Write a cover letter for a job as {p.split(' ', 1)[1]}.",
+            f"Write a dialogue between {p} and {r.choice(PEOPLE)}.",
+        ]
+    )
 
 
 def _roleplay(r):
-    return r.choice([f"Pretend you are {r.choice(PERSONAS)}. {r.choice(QUESTIONS)}",
-                     f"Act as {r.choice(PERSONAS)} and answer: {r.choice(QUESTIONS)}",
-                     f"Imagine you are {r.choice(PERSONAS)}. Explain {r.choice(TOPICS)} in your own style.",
-                     f"You are {r.choice(PERSONAS)}. Give me advice about {r.choice(TOPICS)}."])
+    return r.choice(
+        [
+            f"Pretend you are {r.choice(PERSONAS)}. {r.choice(QUESTIONS)}",
+            f"Act as {r.choice(PERSONAS)} and answer: {r.choice(QUESTIONS)}",
+            f"Imagine you are {r.choice(PERSONAS)}. Explain {r.choice(TOPICS)} in your own style.",
+            f"You are {r.choice(PERSONAS)}. Give me advice about {r.choice(TOPICS)}.",
+        ]
+    )
 
 
 def _reasoning(r):
     a, b, c = r.sample(NAMES, 3)
-    return r.choice([
-        f"{a} is taller than {b}, and {b} is taller than {c}. Who is the shortest? Explain your reasoning.",
-        f"If {a} is older than {b} and {c} is younger than {b}, who is the oldest?",
-        f"There are {_num(r, 3, 9)} birds on a tree. A hunter shoots one. How many are left on the tree? Think step by step.",
-        f"{a} has {_num(r, 2, 6)} sisters. Each sister has one brother. How many brothers does {a} have?",
-        f"In a race, you overtake the person in position {_num(r, 2, 9)}. What position are you in now?",
-        f"Which is heavier, a kilogram of {r.choice(['feathers', 'iron', 'cotton', 'sand'])} or a kilogram of "
-        f"{r.choice(['bricks', 'water', 'gold', 'paper'])}? Explain.",
-        f"If all {r.choice(['cats', 'birds', 'cars'])} are {r.choice(['blue', 'fast', 'small'])} and {a} owns one, "
-        "what can we conclude? Explain the logic."])
+    return r.choice(
+        [
+            f"{a} is taller than {b}, and {b} is taller than {c}. Who is the shortest? Explain your reasoning.",
+            f"If {a} is older than {b} and {c} is younger than {b}, who is the oldest?",
+            f"There are {_num(r, 3, 9)} birds on a tree. A hunter shoots one. How many are left on the tree? Think step by step.",
+            f"{a} has {_num(r, 2, 6)} sisters. Each sister has one brother. How many brothers does {a} have?",
+            f"In a race, you overtake the person in position {_num(r, 2, 9)}. What position are you in now?",
+            f"Which is heavier, a kilogram of {r.choice(['feathers', 'iron', 'cotton', 'sand'])} or a kilogram of "
+            f"{r.choice(['bricks', 'water', 'gold', 'paper'])}? Explain.",
+            f"If all {r.choice(['cats', 'birds', 'cars'])} are {r.choice(['blue', 'fast', 'small'])} and {a} owns one, "
+            "what can we conclude? Explain the logic.",
+        ]
+    )
 
 
 def _math(r):
     x, y, z = _num(r, 2, 99), _num(r, 2, 99), _num(r, 2, 20)
-    return r.choice([
-        f"What is {x} times {y}?", f"Solve for x: {z}x + {x} = {x + z * y}.", f"What is {x}% of {y * 10}?",
-        f"The vertices of a triangle are at (0, 0), ({z}, 0) and (0, {y % 15 + 2}). What is its area?",
-        f"Find the derivative of f(x) = {z}x^2 + {x}x - {y}.", f"What is the sum of the integers from 1 to {x}?",
-        f"A rectangle has a length of {x} cm and a width of {z} cm. What are its area and perimeter?",
-        f"Simplify the fraction {x * z}/{y * z}.", f"What is the square root of {z * z}? Explain.",
-        f"If a car travels at {x} km per hour, how far does it go in {z} hours?"])
+    return r.choice(
+        [
+            f"What is {x} times {y}?",
+            f"Solve for x: {z}x + {x} = {x + z * y}.",
+            f"What is {x}% of {y * 10}?",
+            f"The vertices of a triangle are at (0, 0), ({z}, 0) and (0, {y % 15 + 2}). What is its area?",
+            f"Find the derivative of f(x) = {z}x^2 + {x}x - {y}.",
+            f"What is the sum of the integers from 1 to {x}?",
+            f"A rectangle has a length of {x} cm and a width of {z} cm. What are its area and perimeter?",
+            f"Simplify the fraction {x * z}/{y * z}.",
+            f"What is the square root of {z * z}? Explain.",
+            f"If a car travels at {x} km per hour, how far does it go in {z} hours?",
+        ]
+    )
 
 
 def _coding(r):
     lang, task = r.choice(LANGS), r.choice(TASKS)
-    return r.choice([f"Write a {lang} function that {task}.", f"Develop a {lang} program that {task}.",
-                     f"How do I write code in {lang} that {task}? Include an example.",
-                     f"Explain how a function that {task} works, with code in {lang}.",
-                     f"Write a {lang} script that {task}, and add comments."])
+    return r.choice(
+        [
+            f"Write a {lang} function that {task}.",
+            f"Develop a {lang} program that {task}.",
+            f"How do I write code in {lang} that {task}? Include an example.",
+            f"Explain how a function that {task} works, with code in {lang}.",
+            f"Write a {lang} script that {task}, and add comments.",
+        ]
+    )
 
 
 def _explain(r):
     c, t = r.choice(CONCEPTS), r.choice(TOPICS)
-    return r.choice([f"Explain {c} in simple terms.", f"What is {c}, and why does it matter?",
-                     f"How does {c} relate to {r.choice(CONCEPTS)}?", f"Describe the history of {t}.",
-                     f"What are the pros and cons of {t}?", f"Give me five interesting facts about {t}.",
-                     f"How does {t} affect everyday life?", f"What are the main causes and effects of {t}?",
-                     f"Compare {t} and {r.choice(TOPICS)}.", f"Provide insights into {c} and give an example.",
-                     f"What can students learn from studying {t}?", f"Give me some tips for {r.choice(TOPICS)}."])
+    return r.choice(
+        [
+            f"Explain {c} in simple terms.",
+            f"What is {c}, and why does it matter?",
+            f"How does {c} relate to {r.choice(CONCEPTS)}?",
+            f"Describe the history of {t}.",
+            f"What are the pros and cons of {t}?",
+            f"Give me five interesting facts about {t}.",
+            f"How does {t} affect everyday life?",
+            f"What are the main causes and effects of {t}?",
+            f"Compare {t} and {r.choice(TOPICS)}.",
+            f"Provide insights into {c} and give an example.",
+            f"What can students learn from studying {t}?",
+            f"Give me some tips for {r.choice(TOPICS)}.",
+        ]
+    )
 
 
 def _translation(r):
@@ -165,31 +302,60 @@ def _translation(r):
 
 def _qa(r):
     t, k = r.choice(TOPICS), r.choice(COUNTRIES)
-    return r.choice([f"What is the capital of {k}?", f"Who invented {r.choice(['the telephone', 'the light bulb', 'the printing press', 'the airplane', 'the computer'])}?",
-                     f"When did {r.choice(['World War II', 'the French Revolution', 'the Cold War', 'the Moon landing'])} happen?",
-                     f"Where is {r.choice(['Mount Everest', 'the Amazon river', 'the Sahara', 'Lake Victoria', 'the Great Barrier Reef'])} located?",
-                     f"What language is spoken in {k}?", f"Why is {t} important?", f"Who is famous for {t}?",
-                     f"What is the population of {k}?", f"How many {r.choice(['planets', 'continents', 'oceans', 'bones in the human body'])} are there?",
-                     f"What is {t}?"])
+    return r.choice(
+        [
+            f"What is the capital of {k}?",
+            f"Who invented {r.choice(['the telephone', 'the light bulb', 'the printing press', 'the airplane', 'the computer'])}?",
+            f"When did {r.choice(['World War II', 'the French Revolution', 'the Cold War', 'the Moon landing'])} happen?",
+            f"Where is {r.choice(['Mount Everest', 'the Amazon river', 'the Sahara', 'Lake Victoria', 'the Great Barrier Reef'])} located?",
+            f"What language is spoken in {k}?",
+            f"Why is {t} important?",
+            f"Who is famous for {t}?",
+            f"What is the population of {k}?",
+            f"How many {r.choice(['planets', 'continents', 'oceans', 'bones in the human body'])} are there?",
+            f"What is {t}?",
+        ]
+    )
 
 
 def _word_problem(r):
     a, b = r.sample(NAMES, 2)
     item, lo, hi = r.choice(ITEMS)
     n, m, price = _num(r, 3, 40), _num(r, 2, 12), round(r.uniform(lo, hi), 2)
-    return r.choice([
-        f"{a} buys {n} {item} for ${price} each and pays with a ${int(n * price) + _num(r, 1, 50)} bill. How much change does {a} get?",
-        f"{a} has {n} {item}. {b} has {m} times as many. How many {item} do they have together?",
-        f"{a} works {m} hours a day for {_num(r, 3, 6)} days a week and earns ${_num(r, 8, 40)} per hour. How much does {a} earn in a week?",
-        f"A store sells {item} at ${price} each. {a} buys {n} and gets a {r.choice([10, 20, 25, 50])}% discount. What does {a} pay?",
-        f"{a} read {n} pages on Monday and {m} more pages on Tuesday than on Monday. How many pages did {a} read in total?",
-        f"{a} had {n * m} {item} and shared them equally among {m} friends. How many did each friend get?"])
+    return r.choice(
+        [
+            f"{a} buys {n} {item} for ${price} each and pays with a ${int(n * price) + _num(r, 1, 50)} bill. How much change does {a} get?",
+            f"{a} has {n} {item}. {b} has {m} times as many. How many {item} do they have together?",
+            f"{a} works {m} hours a day for {_num(r, 3, 6)} days a week and earns ${_num(r, 8, 40)} per hour. How much does {a} earn in a week?",
+            f"A store sells {item} at ${price} each. {a} buys {n} and gets a {r.choice([10, 20, 25, 50])}% discount. What does {a} pay?",
+            f"{a} read {n} pages on Monday and {m} more pages on Tuesday than on Monday. How many pages did {a} read in total?",
+            f"{a} had {n * m} {item} and shared them equally among {m} friends. How many did each friend get?",
+        ]
+    )
 
 
-MAKERS = {"writing": _writing, "roleplay": _roleplay, "reasoning": _reasoning, "math": _math, "coding": _coding,
-          "explain": _explain, "translation": _translation, "qa": _qa, "math_reasoning": _word_problem}
-WEIGHTS = {"writing": 3, "roleplay": 1, "reasoning": 1, "math": 1, "coding": 2, "explain": 3, "translation": 2,
-           "qa": 2, "math_reasoning": 2}
+MAKERS = {
+    "writing": _writing,
+    "roleplay": _roleplay,
+    "reasoning": _reasoning,
+    "math": _math,
+    "coding": _coding,
+    "explain": _explain,
+    "translation": _translation,
+    "qa": _qa,
+    "math_reasoning": _word_problem,
+}
+WEIGHTS = {
+    "writing": 3,
+    "roleplay": 1,
+    "reasoning": 1,
+    "math": 1,
+    "coding": 2,
+    "explain": 3,
+    "translation": 2,
+    "qa": 2,
+    "math_reasoning": 2,
+}
 
 
 def compose(n: int, seed: int) -> list[tuple[str, str]]:
@@ -219,38 +385,79 @@ def with_documents(docs: list[str], n: int, seed: int) -> list[tuple[str, str]]:
         if kind == "summarize":
             text = "Summarize: " + doc.replace("\n", " ")
         elif kind == "rag":
-            q = r.choice([f"What does the text say about {r.choice(TOPICS)}?", "What is the main idea of this passage?",
-                          "Who or what is described in the text?", "Why is this topic important according to the text?",
-                          "Describe the main points mentioned above?", "When did the described events happen?"])
+            q = r.choice(
+                [
+                    f"What does the text say about {r.choice(TOPICS)}?",
+                    "What is the main idea of this passage?",
+                    "Who or what is described in the text?",
+                    "Why is this topic important according to the text?",
+                    "Describe the main points mentioned above?",
+                    "When did the described events happen?",
+                ]
+            )
             text = doc + "\n" + q
         else:
-            text = r.choice(["Extract the key facts from the following text as a bulleted list:\n",
-                             "List all the names, places and numbers mentioned in the following text:\n",
-                             "Read the text below and write three questions it answers, with their answers:\n",
-                             "Classify the tone of the following text and explain why:\n"]) + doc
+            text = (
+                r.choice(
+                    [
+                        "Extract the key facts from the following text as a bulleted list:\n",
+                        "List all the names, places and numbers mentioned in the following text:\n",
+                        "Read the text below and write three questions it answers, with their answers:\n",
+                        "Classify the tone of the following text and explain why:\n",
+                    ]
+                )
+                + doc
+            )
         out.append(("doc_" + kind, text))
     return out
 
 
 WORD_TEMPLATES = [
-    "Tell me about {a}.", "What is {a}? Explain it to a beginner.", "Write a short story that uses the words {a}, {b} and {c}.",
-    "Write a poem about {a}.", "Explain the difference between {a} and {b}.", "Give me five facts about {a}.",
-    "Write a blog post about {a} and {b}.", "Why does {a} matter in everyday life?", "Describe {a} in three sentences.",
-    "Write a dialogue between two friends arguing about {a}.", "How would you explain {a} to a child?",
-    "List the pros and cons of {a}.", "Write a news report about {a} in {k}.", "What is the history of {a}?",
-    "Give me practical advice about {a}.", "Write a product description that mentions {a} and {b}.",
-    "Pretend you are {p}. Tell me what you think about {a}.", "Write an email to a colleague about {a}.",
-    "Create a quiz with three questions about {a}.", "What are common misconceptions about {a}?",
-    "Compare {a}, {b} and {c}.", "Write a paragraph describing a place full of {a}.",
-    "What might happen if {a} disappeared from the world?", "Write a speech about {a} for a graduation ceremony.",
-    "Summarize what people usually mean by {a}.", "Write a recipe inspired by {a}.", "Use the word {a} in five sentences.",
-    "Write a diary entry of {p} who is thinking about {a}.", "What questions should I ask an expert on {a}?"]
-CODE_TEMPLATES = ["Explain what this Python function does:\n\n{src}", "Write unit tests for this function:\n\n{src}",
-                  "Rewrite this Python function in {lang}:\n\n{src}", "Add comments to this code:\n\n{src}",
-                  "Is there a bug in this function? Explain.\n\n{src}", "How could this function be made faster?\n\n{src}",
-                  "{src}\n\nWhat does this code return for a typical input? Walk through it."]
-GERMAN_TEMPLATES = ["Translate German to English: {s}", "Translate the following sentence into English:\n{s}",
-                    "What does this German text mean in English? {s}", "Übersetze ins Englische: {s}"]
+    "Tell me about {a}.",
+    "What is {a}? Explain it to a beginner.",
+    "Write a short story that uses the words {a}, {b} and {c}.",
+    "Write a poem about {a}.",
+    "Explain the difference between {a} and {b}.",
+    "Give me five facts about {a}.",
+    "Write a blog post about {a} and {b}.",
+    "Why does {a} matter in everyday life?",
+    "Describe {a} in three sentences.",
+    "Write a dialogue between two friends arguing about {a}.",
+    "How would you explain {a} to a child?",
+    "List the pros and cons of {a}.",
+    "Write a news report about {a} in {k}.",
+    "What is the history of {a}?",
+    "Give me practical advice about {a}.",
+    "Write a product description that mentions {a} and {b}.",
+    "Pretend you are {p}. Tell me what you think about {a}.",
+    "Write an email to a colleague about {a}.",
+    "Create a quiz with three questions about {a}.",
+    "What are common misconceptions about {a}?",
+    "Compare {a}, {b} and {c}.",
+    "Write a paragraph describing a place full of {a}.",
+    "What might happen if {a} disappeared from the world?",
+    "Write a speech about {a} for a graduation ceremony.",
+    "Summarize what people usually mean by {a}.",
+    "Write a recipe inspired by {a}.",
+    "Use the word {a} in five sentences.",
+    "Write a diary entry of {p} who is thinking about {a}.",
+    "What questions should I ask an expert on {a}?",
+]
+CODE_TEMPLATES = [
+    "Explain what this Python function does:\n\n{src}",
+    "Write unit tests for this function:\n\n{src}",
+    "Rewrite this Python function in {lang}:\n\n{src}",
+    "Add comments to this code:\n\n{src}",
+    "Is there a bug in this function? Explain.\n\n{src}",
+    "How could this function be made faster?\n\n{src}",
+    "{src}\n\nWhat does this code return for a typical input? Walk through it.",
+]
+GERMAN_TEMPLATES = [
+    "Translate German to English: {s}",
+    "Translate the following sentence into English:\n{s}",
+    "What does this German text mean in English? {s}",
+    "Übersetze ins Englische: {s}",
+]
 BROAD_WEIGHTS = {"words": 6, "code": 2, "german": 2}
 
 

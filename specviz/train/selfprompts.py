@@ -9,11 +9,12 @@ A sampled message is kept when the target closed the turn itself (it emitted end
 limit), it has `MIN_WORDS` words or more, and it is not a repeat. Sampling uses the generator passed in, so a
 seed gives the same prompts on the same machine.
 """
+
 from __future__ import annotations
 
 import torch
 
-from .data import continue_batch
+from specviz.train.data import continue_batch
 
 MIN_WORDS = 4
 MARK = "\x00specviz-user\x00"
@@ -23,8 +24,10 @@ def user_prefix(tokenizer) -> list[int]:
     """Ids of the chat template up to where a user's message starts (system turn included)."""
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("the target's tokenizer has no chat template: it cannot write user turns")
-    text = tokenizer.apply_chat_template([{"role": "user", "content": MARK}], tokenize=False, add_generation_prompt=True)
-    return list(tokenizer(text[:text.index(MARK)], add_special_tokens=False)["input_ids"])
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": MARK}], tokenize=False, add_generation_prompt=True
+    )
+    return list(tokenizer(text[: text.index(MARK)], add_special_tokens=False)["input_ids"])
 
 
 def keep(text: str, finished: bool) -> str | None:
@@ -33,8 +36,18 @@ def keep(text: str, finished: bool) -> str | None:
     return text if finished and len(text.split()) >= MIN_WORDS else None
 
 
-def write_prompts(model, tokenizer, n: int, rng: torch.Generator, *, max_new: int = 80, batch: int = 64,
-                  temperature: float = 1.0, max_tries: int = 8, progress=None) -> list[tuple[str, str]]:
+def write_prompts(
+    model,
+    tokenizer,
+    n: int,
+    rng: torch.Generator,
+    *,
+    max_new: int = 80,
+    batch: int = 64,
+    temperature: float = 1.0,
+    max_tries: int = 8,
+    progress=None,
+) -> list[tuple[str, str]]:
     """n distinct ("self", message) pairs sampled from the target's user turn; fewer if `max_tries` x n
     samples do not yield n."""
     prefix = user_prefix(tokenizer)
@@ -45,7 +58,7 @@ def write_prompts(model, tokenizer, n: int, rng: torch.Generator, *, max_new: in
         got = continue_batch(model, [prefix] * batch, max_new, 1, {end}, pad, temperature, rng)
         tried += batch
         for g in got:
-            ids = g["tokens"][g["prompt_len"]:].tolist()
+            ids = g["tokens"][g["prompt_len"] :].tolist()
             finished = bool(ids) and ids[-1] == end
             text = keep(tokenizer.decode(ids[:-1] if finished else ids, skip_special_tokens=True), finished)
             if text and text not in seen and len(out) < n:

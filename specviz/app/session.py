@@ -1,0 +1,175 @@
+"""What the dashboard runs: the model pair (loaded once), a method as a stream of traces, the cached
+autoregressive baseline, example prompts and trace files. No gradio here; torch loads on first use.
+
+One decode runs at a time: the pair's KV caches are shared state, so every use of the pair holds
+`_busy`. Traces are timed inside the decode loop only, so tokens/s excludes the time a caller
+spends drawing between rounds.
+
+Trace files are ``GenerationTrace`` JSON; the app adds the autoregressive baseline of the same
+prompt under the extra key ``"baseline"`` (itself a trace), so a replay can show the speedup. Any
+plain trace file loads too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from specviz.core.assets import SPEC_BENCH, TRACES
+from specviz.core.config import ModelConfig, RunConfig
+from specviz.core.device import resolve_device, resolve_dtype
+from specviz.core.prompts import encode_prompt
+from specviz.core.trace import MAX_TRACE_BYTES, GenerationTrace
+from specviz.engine.loop import iter_rounds
+from specviz.engine.record import collect
+from specviz.models.loading import load_pair, on_space
+
+EXAMPLE_IDS = (122, 144, 444, 228, 159, 104)  # Spec-Bench question ids: code, STEM, math, translation, ...
+DEFAULT_PAIR = "SmolLM2-135M-Instruct + specviz draft (offline)"
+PAIRS = {DEFAULT_PAIR: ModelConfig()}  # the public allow-list: nothing else loads in public mode
+BASELINE_KEY = "baseline"
+BUSY_TIMEOUT_S = 300
+BASELINE_CACHE = 32
+
+_busy = threading.Lock()
+_pairs: dict[ModelConfig, object] = {}
+_baselines: OrderedDict[tuple, GenerationTrace] = OrderedDict()
+
+
+def public() -> bool:
+    """Public mode: only the allow-listed pairs, never a path or hub id typed in the page. SPECVIZ_PUBLIC=1 turns
+    it on, 0 off; unset, it is on where the page is a Hugging Face Space (SPACE_ID set) and off elsewhere."""
+    return os.environ.get("SPECVIZ_PUBLIC", "1" if on_space() else "0") == "1"
+
+
+def model_config(pair: str, dtype: str, target: str = "", draft: str = "") -> ModelConfig:
+    """The ModelConfig for the page's model choice; custom target/draft only outside public mode."""
+    if pair not in PAIRS:
+        raise ValueError(f"unknown model pair {pair!r}; choose one of: {', '.join(PAIRS)}")
+    target, draft = (target or "").strip(), (draft or "").strip()
+    if (target or draft) and public():
+        raise ValueError("this is a public deployment: only the listed model pairs can be loaded")
+    base = PAIRS[pair]
+    return replace(base, target=target or base.target, draft=draft or base.draft, dtype=dtype)
+
+
+@contextmanager
+def _hold():
+    if not _busy.acquire(timeout=BUSY_TIMEOUT_S):
+        raise RuntimeError("the model is busy with other runs; try again in a minute")
+    try:
+        yield
+    finally:
+        _busy.release()
+
+
+def _pair(cfg: ModelConfig):
+    """The loaded pair for `cfg` (one pair kept in memory). Call with `_busy` held."""
+    cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device)))  # "auto" == what it picks
+    if cfg not in _pairs:
+        _pairs.clear()
+        _pairs[cfg] = load_pair(cfg, progress=lambda msg: print(msg, flush=True))
+    return _pairs[cfg]
+
+
+def warm_up(cfg: ModelConfig = PAIRS[DEFAULT_PAIR]) -> None:
+    """Load the default pair and run two tokens through it ahead of the first click (the first forwards
+    of a fresh process are slow); run in a background thread at launch."""
+    with _hold():
+        pair = _pair(cfg)
+        for _ in iter_rounds(pair, encode_prompt(pair.tokenizer, "Hi"), RunConfig(max_new_tokens=2)):
+            pass
+
+
+def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[GenerationTrace]:
+    """Decode `prompt` with `run.method`, yielding the trace so far after every verified round."""
+    with _hold():
+        pair = _pair(model)
+        ids = encode_prompt(pair.tokenizer, prompt)
+        rounds, spent = [], 0.0
+        it = iter_rounds(pair, ids, run)
+        while True:
+            t0 = time.perf_counter()
+            rnd = next(it, None)
+            spent += time.perf_counter() - t0
+            if rnd is None:
+                return
+            rounds.append(rnd)
+            yield collect(pair, ids, run, rounds, spent * 1e3, prompt)
+
+
+def run_to_end(prompt: str, run: RunConfig, model: ModelConfig) -> GenerationTrace:
+    trace = None
+    for trace in stream(prompt, run, model):  # noqa: B007  (the last one is the whole run)
+        pass
+    return trace
+
+
+def baseline(prompt: str, run: RunConfig, model: ModelConfig) -> GenerationTrace:
+    """Autoregressive decoding of the same prompt with the same sampling and length; cached."""
+    key = (model, prompt, run.sampling, run.max_new_tokens)
+    if key not in _baselines:
+        _baselines[key] = run_to_end(prompt, replace(run, method="ar"), model)
+        while len(_baselines) > BASELINE_CACHE:
+            _baselines.popitem(last=False)
+    _baselines.move_to_end(key)
+    return _baselines[key]
+
+
+def race(prompt: str, runs: Sequence[RunConfig], model: ModelConfig) -> Iterator[list[GenerationTrace]]:
+    """Each method in turn on the same prompt (timed alone); yields the finished traces so far."""
+    done = []
+    for run in runs:
+        done.append(run_to_end(prompt, run, model))
+        yield list(done)
+
+
+def dump(trace: GenerationTrace, base: GenerationTrace | None = None) -> str:
+    """A trace file: the trace, plus the autoregressive baseline when there is one."""
+    d = trace.to_dict()
+    if base is not None:
+        d[BASELINE_KEY] = base.to_dict()
+    return json.dumps(d, ensure_ascii=False)
+
+
+def load(data: str | bytes) -> tuple[GenerationTrace, GenerationTrace | None]:
+    """Parse and validate a trace file; ValueError with a readable reason on anything malformed."""
+    trace = GenerationTrace.from_json(data)
+    extra = json.loads(data).get(BASELINE_KEY)
+    if extra is None:
+        return trace, None
+    base = GenerationTrace.from_dict(extra)
+    if base.method != "ar":
+        raise ValueError(f"the trace file's baseline must be an autoregressive run, got {base.method!r}")
+    return trace, base
+
+
+def load_path(path: str | Path) -> tuple[GenerationTrace, GenerationTrace | None]:
+    p = Path(path)
+    if p.stat().st_size > MAX_TRACE_BYTES:
+        raise ValueError(f"trace file is larger than {MAX_TRACE_BYTES // 1_000_000} MB")
+    return load(p.read_bytes())
+
+
+def recorded() -> dict[str, Path]:
+    """The traces shipped in assets/traces, by file name (without .json)."""
+    return {p.stem: p for p in sorted(TRACES.glob("*.json"))}
+
+
+def example_prompts() -> list[str]:
+    """A few short Spec-Bench questions (first turns), in EXAMPLE_IDS order; [] if the file is absent."""
+    if not SPEC_BENCH.exists():
+        return []
+    rows = {}
+    for line in SPEC_BENCH.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            rows[r["question_id"]] = r["turns"][0]
+    return [rows[i] for i in EXAMPLE_IDS if i in rows]

@@ -1,0 +1,34 @@
+"""The dashboard's look: the header's HTML and the page's CSS."""
+
+from __future__ import annotations
+
+HEADER = """
+<div class="sv-header">
+  <h1>specviz <span>see speculative decoding, round by round</span></h1>
+  <p>A small <b>draft</b> model guesses the next few tokens; the big <b>target</b> model checks all of them in
+  <b>one</b> forward pass and keeps the longest prefix it agrees with, plus one token of its own. Press
+  <b>Run</b> and watch each round's draft tree: <span class="sv-chip" style="background:#16a34a">accepted</span>
+  <span class="sv-chip" style="background:#dc2626">rejected</span>
+  <span class="sv-chip" style="background:#cbd5e1;color:#334155">not reached</span>
+  <span class="sv-chip" style="background:#2563eb">bonus</span>
+  <span class="sv-chip" style="background:#f59e0b">resampled</span>. Hover a token for its draft probability q,
+  target probability p and acceptance ratio min(1, p/q).</p>
+</div>
+"""
+
+
+CSS = """
+.gradio-container {max-width: 1480px !important}
+.sv-header h1 {font-size: 1.7rem; margin: 0 0 .2rem 0}
+.sv-header h1 span {font-weight: 400; color: #64748b; font-size: 1.05rem; margin-left: .4rem}
+.sv-header p {margin: 0; color: #334155; line-height: 1.55}
+.sv-chip {color: white; border-radius: 6px; padding: 1px 7px; font-size: .85rem; white-space: nowrap}
+.sv-cards {display: flex; flex-wrap: wrap; gap: 10px; align-items: stretch}
+.sv-method {flex-basis: 100%; font-weight: 600; color: #334155}
+.sv-card {flex: 1 1 120px; background: #f8fafc; border: 1px solid #e2e8f0; border-radius: 10px; padding: 10px 14px}
+.sv-value {font-size: 1.6rem; font-weight: 700; color: #1e3a8a; line-height: 1.2}
+.sv-label {font-size: .8rem; color: #64748b}
+#sv-status {min-height: 1.5rem; color: #475569}
+#sv-stepper {align-items: center}
+#sv-output {max-height: 340px; overflow-y: auto}
+"""

@@ -1,0 +1,482 @@
+"""The specviz dashboard: layout and event wiring only.
+
+Runs come from `specviz.app.session`, figures from `specviz.viz`; every default comes from the config
+dataclasses, every method's label and knobs from `specviz.methods.catalog`. Per-visitor data (the trace on screen
+and its autoregressive baseline) lives in gr.State; the model pair is shared and used by one run at a time.
+
+    python app.py     # http://127.0.0.1:7860; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT change it
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+import uuid
+from contextlib import closing
+from pathlib import Path
+
+import gradio as gr
+
+from specviz.analysis.metrics import speedup, summarize
+from specviz.app import session
+from specviz.app.inputs import make_prompt, make_run
+from specviz.app.theme import CSS, HEADER
+from specviz.core.assets import TRACES
+from specviz.core.config import (
+    DRAFTERS,
+    DTYPES,
+    ModelConfig,
+    RunConfig,
+)
+from specviz.core.curves import load_curves
+from specviz.core.device import resolve_device, resolve_dtype
+from specviz.methods.catalog import CATALOG, METHODS, label
+from specviz.viz.budget import budget_figure
+from specviz.viz.run import (
+    calibration_figure,
+    histogram_figure,
+    position_figure,
+    race_figure,
+    speedup_figure,
+)
+from specviz.viz.style import (
+    SPAN_COLORS,
+    placeholder,
+    span_rounds,
+    summary_cards,
+    token_spans,
+)
+from specviz.viz.tree import showcase_round, stop_figure, tree_figure
+
+RUN, MODEL = RunConfig(), ModelConfig()
+STREAM_EVERY_S = 0.3
+EXPORTS = Path(tempfile.gettempdir()) / "specviz-exports"
+EXPORT_TTL_S = 3600
+ENDINGS = {"length": "reached max new tokens", "eos": "the model ended its answer"}
+
+
+def _count(xs, noun: str) -> str:
+    return f"{len(xs)} {noun}{'' if len(xs) == 1 else 's'}"
+
+
+def _drafted_by(trace) -> str:
+    """ ", drafted by the EAGLE drafter" etc. from the trace's resolved drafter (older traces: nothing)."""
+    kind = (trace.models or {}).get("drafter")
+    return {"eagle": ", drafted by the EAGLE drafter", "model": ", drafted by the standalone draft"}.get(kind, "")
+
+
+def export_path(method: str) -> Path:
+    """A fresh file for one run's trace (rewritten as the run grows, so Stop keeps a valid file); files older
+    than EXPORT_TTL_S are removed."""
+    EXPORTS.mkdir(exist_ok=True)
+    for old in EXPORTS.glob("*.json"):
+        if time.time() - old.stat().st_mtime > EXPORT_TTL_S:
+            old.unlink(missing_ok=True)
+    return EXPORTS / f"specviz-{method}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.json"
+
+
+def round_views(trace, i):
+    """Tree and stop figures of round i (clamped to the trace)."""
+    if trace is None or not trace.rounds:
+        msg = "No run yet: press Run, or load a recorded trace."
+        return placeholder(msg), placeholder(msg)
+    rnd = trace.rounds[max(0, min(int(i), len(trace.rounds) - 1))]
+    greedy = trace.config.get("sampling", {}).get("temperature", 0) == 0
+    return tree_figure(rnd, trace.token_text, greedy), stop_figure(rnd, trace.token_text)
+
+
+def build_ui() -> gr.Blocks:
+    method_choices = [(label(m), m) for m in METHODS]
+    examples = session.example_prompts()
+    recorded = session.recorded()
+    with gr.Blocks(title="specviz: speculative decoding, round by round", delete_cache=(3600, EXPORT_TTL_S)) as demo:
+        st_trace, st_base = gr.State(None), gr.State(None)
+        gr.HTML(HEADER)
+        with gr.Row(equal_height=False):
+            # ---- controls
+            with gr.Column(scale=1, min_width=330):
+                prompt = gr.Textbox(label="Prompt", value=examples[0] if examples else "", lines=3, max_lines=8)
+                with gr.Row():
+                    run_btn = gr.Button("Run", variant="primary", scale=2)
+                    stop_btn = gr.Button("Stop", variant="stop", scale=1)
+                method = gr.Dropdown(method_choices, value=RUN.method, label="Method")
+                shown = CATALOG[RUN.method].knobs
+                knob = {
+                    "k": gr.Slider(
+                        1, 16, value=RUN.chain.k, step=1, label="K: draft tokens per round", visible="k" in shown
+                    ),
+                    "start_k": gr.Slider(
+                        1,
+                        RUN.heuristic.max_k,
+                        value=RUN.heuristic.start_k,
+                        step=1,
+                        label="start K (then +2 after a full accept, −1 otherwise)",
+                        visible="start_k" in shown,
+                    ),
+                    "h": gr.Slider(
+                        0.05,
+                        0.95,
+                        value=RUN.specdecpp.threshold,
+                        step=0.05,
+                        label="h: stop when P(at least one rejection) > h",
+                        visible="h" in shown,
+                    ),
+                    "budget": gr.Slider(
+                        1,
+                        64,
+                        value=RUN.dyspec.budget,
+                        step=1,
+                        label="tree budget (draft nodes)",
+                        visible="budget" in shown,
+                    ),
+                    "width": gr.Slider(
+                        1,
+                        8,
+                        value=RUN.tree.width,
+                        step=1,
+                        label="tree width (children per node)",
+                        visible="width" in shown,
+                    ),
+                    "depth": gr.Slider(
+                        1, 8, value=RUN.tree.depth, step=1, label="tree depth", visible="depth" in shown
+                    ),
+                    "copy": gr.Checkbox(
+                        value=RUN.copy,
+                        visible="copy" in shown,
+                        label="also copy from the context (prompt lookup) where that beats the draft",
+                    ),
+                }
+                compare = gr.Checkbox(value=True, label="also time autoregressive decoding (for the speedup)")
+                with gr.Accordion("Sampling and length", open=False):
+                    temperature = gr.Slider(
+                        0, 2, value=RUN.sampling.temperature, step=0.05, label="temperature (0 = greedy)"
+                    )
+                    top_p = gr.Slider(0.05, 1, value=RUN.sampling.top_p, step=0.05, label="top-p")
+                    max_new = gr.Slider(1, 512, value=RUN.max_new_tokens, step=1, label="max new tokens")
+                    seed = gr.Number(value=RUN.sampling.seed, precision=0, label="seed", minimum=0)
+                with gr.Accordion("Model pair", open=False):
+                    pair = gr.Dropdown(list(session.PAIRS), value=session.DEFAULT_PAIR, label="pair")
+                    dtype = gr.Radio(list(DTYPES), value=MODEL.dtype, label="dtype")
+                    target = gr.Textbox(
+                        label="target (local folder or hub id; overrides the pair)", visible=not session.public()
+                    )
+                    draft = gr.Textbox(label="draft (local folder or hub id)", visible=not session.public())
+                    drafter = gr.Radio(
+                        list(DRAFTERS),
+                        value=RUN.drafter,
+                        label="drafter: EAGLE (reads the target's features), the standalone draft "
+                        "model, or auto (EAGLE where the pair has one)",
+                    )
+                with gr.Accordion("Trace files", open=False):
+                    recorded_dd = gr.Dropdown(
+                        list(recorded), value=next(iter(recorded), None), label="recorded traces (no model needed)"
+                    )
+                    with gr.Row():
+                        download = gr.DownloadButton("Export trace (JSON)", value=None, size="sm")
+                        upload = gr.UploadButton("Import trace", file_types=[".json"], size="sm")
+                if examples:
+                    gr.Examples(examples=[[e] for e in examples], inputs=prompt, label="Example prompts (Spec-Bench)")
+            # ---- views
+            with gr.Column(scale=3):
+                status = gr.Markdown(elem_id="sv-status")
+                cards = gr.HTML()
+                with gr.Row(equal_height=True):
+                    tree_plot = gr.Plot(show_label=False, elem_id="sv-tree", scale=3)
+                    stop_plot = gr.Plot(show_label=False, elem_id="sv-stop", scale=2)
+                with gr.Row(equal_height=False, elem_id="sv-stepper"):
+                    prev_btn = gr.Button("◀ previous", size="sm", scale=0, min_width=110)
+                    round_slider = gr.Slider(0, 1, value=0, step=1, label="Round", scale=8)
+                    next_btn = gr.Button("next ▶", size="sm", scale=0, min_width=110)
+                spans = gr.HighlightedText(
+                    label="Output: each token coloured by how it was produced (click one to see its round)",
+                    color_map=SPAN_COLORS,
+                    show_legend=True,
+                    combine_adjacent=False,
+                    show_inline_category=False,
+                    elem_id="sv-output",
+                )
+                with gr.Tabs():
+                    with gr.Tab("Speedup"):
+                        speed_plot = gr.Plot(show_label=False, elem_id="sv-speed")
+                    with gr.Tab("Over the run"):
+                        with gr.Row():
+                            pos_plot = gr.Plot(show_label=False, elem_id="sv-pos")
+                            hist_plot = gr.Plot(show_label=False, elem_id="sv-hist")
+                    with gr.Tab("Stop head"):
+                        calib_plot = gr.Plot(show_label=False, elem_id="sv-calib")
+                    with gr.Tab("Race"):
+                        with gr.Row():
+                            racers = gr.CheckboxGroup(
+                                method_choices, label="methods (2–4)", scale=4, value=["ar", "chain", "heuristic"]
+                            )
+                            race_btn = gr.Button("Race", variant="primary", scale=1)
+                        race_plot = gr.Plot(race_figure([]), show_label=False, elem_id="sv-race")
+                    with gr.Tab("Hardware"):
+                        local = resolve_dtype(MODEL.dtype, resolve_device(MODEL.device))
+                        gr.Plot(budget_figure(load_curves(), local), show_label=False, elem_id="sv-budget")
+
+        views = [
+            st_trace,
+            st_base,
+            status,
+            cards,
+            spans,
+            round_slider,
+            tree_plot,
+            stop_plot,
+            speed_plot,
+            pos_plot,
+            hist_plot,
+            calib_plot,
+            download,
+        ]
+
+        def render(trace, base, note, file, live=False):
+            """Every view of a trace; `file` is its trace file (for the export button). Live runs show their
+            newest round, finished traces open on an instructive one."""
+            if trace is None:
+                empty = placeholder("No trace: press Run or load a recorded trace.")
+                return {
+                    st_trace: None,
+                    st_base: None,
+                    status: note,
+                    cards: "",
+                    spans: [],
+                    tree_plot: empty,
+                    stop_plot: empty,
+                    speed_plot: empty,
+                    pos_plot: empty,
+                    hist_plot: empty,
+                    calib_plot: empty,
+                    round_slider: gr.Slider(maximum=1, value=0),
+                    download: gr.DownloadButton(value=None),
+                }
+            last = len(trace.rounds) - 1
+            shown = last if live else showcase_round(trace.rounds)
+            tree_fig, stop_fig = round_views(trace, shown)
+            sp = speedup(trace, base) if base is not None else None
+            return {
+                st_trace: trace,
+                st_base: base,
+                status: note,
+                cards: summary_cards(summarize(trace), sp, label(trace.method)),
+                spans: token_spans(trace),
+                round_slider: gr.Slider(maximum=max(last, 1), value=shown),
+                tree_plot: tree_fig,
+                stop_plot: stop_fig,
+                speed_plot: speedup_figure(trace, base),
+                pos_plot: position_figure(trace),
+                hist_plot: histogram_figure(trace),
+                calib_plot: calibration_figure(trace),
+                download: gr.DownloadButton(value=str(file)),
+            }
+
+        def on_method(m):
+            return [gr.update(visible=m in CATALOG and name in CATALOG[m].knobs) for name in knob]
+
+        def on_run(
+            prompt_,
+            method_,
+            k,
+            h,
+            budget,
+            width,
+            depth,
+            start_k,
+            copy,
+            temp,
+            top_p_,
+            max_new_,
+            seed_,
+            pair_,
+            dtype_,
+            target_,
+            draft_,
+            drafter_,
+            compare_,
+        ):
+            try:
+                text = make_prompt(prompt_)
+                run = make_run(
+                    method_, k, h, budget, width, depth, start_k, copy, temp, top_p_, max_new_, seed_, drafter_
+                )
+                model = session.model_config(pair_, dtype_, target_, draft_)
+                yield {status: f"Running **{label(method_)}** … (the first round includes the prompt's prefill)"}
+                trace, shown, path = None, 0.0, export_path(method_)
+                with closing(session.stream(text, run, model)) as traces:  # Stop closes it: frees the model
+                    for trace in traces:
+                        if time.monotonic() - shown < STREAM_EVERY_S:
+                            continue
+                        shown = time.monotonic()
+                        path.write_text(session.dump(trace), encoding="utf-8")
+                        yield render(
+                            trace,
+                            None,
+                            f"Running **{label(method_)}**: round {len(trace.rounds)}, "
+                            f"{_count(trace.output_ids, 'token')}",
+                            path,
+                            live=True,
+                        )
+                base = None
+                if compare_:
+                    yield {
+                        status: f"Done: {_count(trace.output_ids, 'token')} in {_count(trace.rounds, 'round')}. "
+                        "Timing autoregressive decoding of the same prompt for the speedup …"
+                    }
+                    base = trace if method_ == "ar" else session.baseline(text, run, model)
+                path.write_text(session.dump(trace, base), encoding="utf-8")
+                ending = ENDINGS.get(trace.stop, trace.stop)
+                yield render(
+                    trace,
+                    base,
+                    f"Done: {_count(trace.output_ids, 'token')} in "
+                    f"{_count(trace.rounds, 'round')} ({ending}){_drafted_by(trace)}.",
+                    path,
+                )
+            except (ValueError, RuntimeError, OSError) as e:
+                raise gr.Error(str(e)) from None
+
+        def on_round(trace, i):
+            return round_views(trace, i)
+
+        def on_step(trace, i, delta):
+            n = len(trace.rounds) if trace is not None else 1
+            j = max(0, min(int(i) + delta, n - 1))
+            return (j, *round_views(trace, j))
+
+        def on_token(trace, evt: gr.SelectData):
+            if trace is None or evt.index is None:
+                return gr.skip(), gr.skip(), gr.skip()
+            j = span_rounds(trace)[evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index]
+            return (j, *round_views(trace, j))
+
+        def on_upload(file):
+            try:
+                trace, base = session.load_path(file)
+            except (ValueError, OSError) as e:
+                raise gr.Error(f"could not load that trace file: {e}") from None
+            return render(
+                trace,
+                base,
+                f"Replaying an imported trace: {label(trace.method)}, "
+                f"{_count(trace.output_ids, 'token')} in {_count(trace.rounds, 'round')}.",
+                file,
+            )
+
+        def on_recorded(name):
+            paths = session.recorded()
+            if name not in paths:
+                return render(None, None, "No recorded traces ship with this copy: press Run.", None)
+            trace, base = session.load_path(paths[name])
+            return render(
+                trace,
+                base,
+                f"Recorded trace **{name}**: prompt “{trace.prompt_text[:80]}”. Press Run to decode it live.",
+                paths[name],
+            )
+
+        def on_race(
+            prompt_,
+            methods,
+            k,
+            h,
+            budget,
+            width,
+            depth,
+            start_k,
+            copy,
+            temp,
+            top_p_,
+            max_new_,
+            seed_,
+            pair_,
+            dtype_,
+            target_,
+            draft_,
+            drafter_,
+        ):
+            try:
+                text = make_prompt(prompt_)
+                if not isinstance(methods, list) or not 2 <= len(methods) <= 4:
+                    raise ValueError("pick 2 to 4 methods to race")
+                runs = [
+                    make_run(m, k, h, budget, width, depth, start_k, copy, temp, top_p_, max_new_, seed_, drafter_)
+                    for m in methods
+                ]
+                model = session.model_config(pair_, dtype_, target_, draft_)
+                for done in session.race(text, runs, model):
+                    yield race_figure(done)
+            except (ValueError, RuntimeError, OSError) as e:
+                raise gr.Error(str(e)) from None
+
+        knobs_in = [knob[n] for n in ("k", "h", "budget", "width", "depth", "start_k", "copy")]
+        settings = [*knobs_in, temperature, top_p, max_new, seed, pair, dtype, target, draft, drafter]
+        method.change(on_method, method, list(knob.values()), api_visibility="private")
+        run_ev = run_btn.click(
+            on_run,
+            [prompt, method, *settings, compare],
+            views,
+            api_name="run",
+            concurrency_id="model",
+            concurrency_limit=1,
+        )
+        race_ev = race_btn.click(
+            on_race,
+            [prompt, racers, *settings],
+            race_plot,
+            api_name="race",
+            concurrency_id="model",
+            concurrency_limit=1,
+        )
+        stop_btn.click(None, None, None, cancels=[run_ev, race_ev], api_visibility="private")
+        round_slider.input(
+            on_round,
+            [st_trace, round_slider],
+            [tree_plot, stop_plot],
+            api_visibility="private",
+            trigger_mode="always_last",
+        )
+        prev_btn.click(
+            lambda t, i: on_step(t, i, -1),
+            [st_trace, round_slider],
+            [round_slider, tree_plot, stop_plot],
+            api_visibility="private",
+        )
+        next_btn.click(
+            lambda t, i: on_step(t, i, +1),
+            [st_trace, round_slider],
+            [round_slider, tree_plot, stop_plot],
+            api_visibility="private",
+        )
+        spans.select(on_token, st_trace, [round_slider, tree_plot, stop_plot], api_visibility="private")
+        upload.upload(on_upload, upload, views, api_name="import_trace")
+        recorded_dd.input(on_recorded, recorded_dd, views, api_visibility="private")
+        demo.load(on_recorded, recorded_dd, views, api_visibility="private")
+    return demo
+
+
+def launch_options() -> dict:
+    """Theme, CSS and limits for Blocks.launch (Gradio 6 takes them there)."""
+    return dict(
+        theme=gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
+        css=CSS,
+        max_file_size="10mb",
+        show_error=True,
+        allowed_paths=[str(TRACES)],
+    )
+
+
+def main() -> None:
+    threading.Thread(target=session.warm_up, daemon=True).start()
+    demo = build_ui().queue(default_concurrency_limit=4, max_size=64)
+    demo.launch(
+        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        **launch_options(),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Where every shipped file lives: the repository's assets/ and models/, and the user cache.
+
+specviz runs from its repository (an editable install, or a Space's checkout), so the shipped files
+sit beside the package.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "assets"
+SPEC_BENCH = ASSETS / "spec_bench_questions.jsonl"  # Spec-Bench's 480 questions (spec_bench_LICENSE.md)
+VERIFY_CURVES = ASSETS / "verify_curve.json"  # `specviz budget`: verify cost by tree size, per dtype
+ACCEPTANCE = ASSETS / "acceptance.json"  # `specviz acceptance`: Sequoia's P[k] per pair
+TRACES = ASSETS / "traces"  # recorded traces for the no-model mode
+SCREENSHOT = ASSETS / "screenshot.png"
+DEFAULT_DRAFT = str(REPO / "models" / "smollm2-draft")
+DEFAULT_EAGLE = str(REPO / "models" / "smollm2-eagle")
+SHIPPED_NAMES = {
+    "specviz default draft": DEFAULT_DRAFT,
+    "specviz default EAGLE drafter": DEFAULT_EAGLE,
+}  # info name -> folder
+
+
+def cache_dir() -> Path:
+    """The user cache: the dequantized default target and training data (SPECVIZ_CACHE overrides it)."""
+    root = os.environ.get("SPECVIZ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "specviz"
+    )
+    return Path(root)

@@ -1,0 +1,95 @@
+"""Devices and dtypes: which device and dtype a run gets, what the machine is, and the one step timer.
+
+dtype names are `core.config.DTYPES`; `TORCH_DTYPES` maps the concrete ones to torch.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import transformers
+
+from specviz.core.config import DTYPES
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+assert set(DTYPES) == {"auto", *TORCH_DTYPES}
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device cuda was asked for, but CUDA is not available on this machine")
+    return torch.device(device)
+
+
+def _cpu_flags() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: no cheap probe, so the safe choice (fp32)
+        return ""
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Does this device multiply bf16 in hardware (rather than emulating it through fp32)?"""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    flags = _cpu_flags()
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> str:
+    """ "auto" -> bf16 on a GPU that has it natively and on a CPU with AMX, fp32 elsewhere (see ModelConfig); explicit
+    names pass through. On a CPU `load_pair` still checks that bf16 is batch-invariant there, else takes fp32."""
+    if dtype != "auto":
+        return dtype
+    if device.type == "cpu":
+        return "bf16" if "amx_bf16" in _cpu_flags() else "fp32"
+    return "bf16" if native_bf16(device) else "fp32"
+
+
+def machine_info() -> dict:
+    """What a measurement ran on: CPU model and SIMD flags, cores, threads, GPU, library versions."""
+    flags = _cpu_flags().splitlines()
+    cpu = next((x.split(":", 1)[1].strip() for x in flags if x.startswith("model name")), "") or platform.processor()
+    simd = next((x.split(":", 1)[1].split() for x in flags if x.startswith("flags")), [])
+    return {
+        "cpu": cpu,
+        "simd": sorted(f for f in simd if f.startswith(("avx", "amx"))),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work, so a host clock reads the work's end (a no-op on a CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_ms(
+    fn: Callable[[], object],
+    repeats: int,
+    device: torch.device | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Median milliseconds of `fn()` over `repeats` calls, each closed by a device sync."""
+    times = []
+    for _ in range(repeats):
+        t0 = clock()
+        fn()
+        if device is not None:
+            sync(device)
+        times.append((clock() - t0) * 1e3)
+    return statistics.median(times)

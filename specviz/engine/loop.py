@@ -1,0 +1,104 @@
+"""The round loop shared by every method, as a generator of `RoundTrace`s.
+
+One round: 1. the drafter proposes a tree; 2. one target forward over the whole tree (4-D tree
+mask); 3. lossless verification; 4. keep only the accepted path in the target cache; 5. the
+drafter observes the verified round. Streaming and cancellation come for free: stop iterating.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+import torch
+
+from specviz.core.config import RunConfig
+from specviz.core.device import sync
+from specviz.core.prompts import check_prompt
+from specviz.core.sampling import make_rng, warp
+from specviz.core.trace import RoundTrace
+from specviz.core.verify import verify_greedy, verify_sampled
+from specviz.methods.base import Drafter
+from specviz.methods.registry import make_drafter
+from specviz.models.loading import Pair
+
+
+def iter_rounds(
+    pair: Pair,
+    prompt_ids: Sequence[int],
+    run: RunConfig,
+    drafter: Drafter | None = None,
+    rng: torch.Generator | None = None,
+) -> Iterator[RoundTrace]:
+    """Yield one `RoundTrace` per verified round until max_new_tokens or EOS."""
+    target = pair.target
+    check_prompt(prompt_ids, target.vocab_size)
+    s = run.sampling
+    rng = rng or make_rng(s.seed, target.device)
+    drafter = drafter or make_drafter(run, pair, rng)
+    eos = pair.eos_ids
+    committed = list(prompt_ids)
+    target.reset()
+    drafter.begin(committed)
+    if len(committed) > 1:
+        target.forward(committed[:-1], rows=slice(0, 0))  # prefill: cache = committed[:-1]
+        if drafter.wants_target_features:
+            drafter.see_target(0, target.last_hidden)
+    new, index = 0, 0
+    while new < run.max_new_tokens:
+        remaining = run.max_new_tokens - new
+        t0 = time.perf_counter()
+        # 1. draft
+        prop = drafter.propose(committed, remaining)
+        tree = prop.tree
+        sync(target.device)
+        t1 = time.perf_counter()
+        # 2. one target forward over the tree: root = last committed token
+        ctx = target.length
+        fwd = target.forward(tree.tokens, parents=tree.parents)
+        logits = fwd.logits  # (n, V)
+        probs = warp(logits, s)  # (n, V)
+        sync(target.device)
+        t2 = time.perf_counter()
+        # 3. verify
+        if s.greedy:
+            verdict = verify_greedy(tree, logits.argmax(-1).tolist())
+        else:
+            verdict = verify_sampled(tree, probs, prop.proposals, rng, prop.copied)
+        p_nodes = [None] + probs[
+            torch.tensor(tree.parents[1:], dtype=torch.long), torch.tensor(tree.tokens[1:], dtype=torch.long)
+        ].tolist()
+        # 4. commit: the accepted path stays in the target cache, truncated at EOS / budget
+        emitted = verdict.emitted[:remaining]
+        for i, t in enumerate(emitted):
+            if t in eos:
+                emitted = emitted[: i + 1]
+                break
+        target.keep([*range(ctx + 1), *(ctx + i for i in verdict.accepted_path)])
+        committed += emitted
+        new += len(emitted)
+        rnd = RoundTrace(
+            index=index,
+            context_len=ctx + 1,
+            tree=tree,
+            status=tuple(verdict.status),
+            p=tuple(p_nodes),
+            accepted_path=tuple(verdict.accepted_path),
+            emitted=tuple(emitted),
+            correction=verdict.correction,
+            draft_ms=(t1 - t0) * 1e3,
+            verify_ms=(t2 - t1) * 1e3,
+            draft_forwards=prop.draft_forwards,
+            copied=tuple(sorted(prop.copied)) or None,
+            **prop.info,
+        )
+        # 5. let the drafter fix its cache and adapt (a feature drafter first reads the accepted path's features)
+        if drafter.wants_target_features:
+            drafter.see_target(ctx, fwd.hidden[[0, *verdict.accepted_path]])
+        drafter.observe(rnd, committed)
+        rnd = replace(rnd, overhead_ms=(time.perf_counter() - t2) * 1e3)
+        index += 1
+        yield rnd
+        if emitted and emitted[-1] in eos:
+            return

@@ -1,0 +1,75 @@
+"""A run's rounds -> one GenerationTrace, with the text of every token id in it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+
+from specviz import kernels
+from specviz.core.config import RunConfig
+from specviz.core.trace import GenerationTrace, RoundTrace
+from specviz.engine.loop import iter_rounds
+from specviz.kernels import rowkernel
+from specviz.methods.base import Drafter
+from specviz.methods.registry import drafter_kind
+from specviz.methods.specdecpp.head import head_card
+from specviz.models.loading import Pair
+
+
+def token_texts(tokenizer, ids) -> dict[int, str]:
+    if tokenizer is None:
+        return {int(i): f"<{i}>" for i in set(ids)}
+    ids = sorted(set(int(i) for i in ids))
+    return dict(zip(ids, tokenizer.batch_decode([[i] for i in ids])))
+
+
+def collect(
+    pair: Pair,
+    prompt_ids: Sequence[int],
+    run: RunConfig,
+    rounds: Sequence[RoundTrace],
+    total_ms: float,
+    prompt_text: str = "",
+) -> GenerationTrace:
+    """Bundle rounds into a `GenerationTrace` with the text of every token id that appears."""
+    out = [t for r in rounds for t in r.emitted]
+    seen = set(prompt_ids) | set(out) | {t for r in rounds for t in r.tree.tokens}
+    stop = "eos" if out and out[-1] in pair.eos_ids else "length"
+    kind = drafter_kind(run, pair)
+    lm = {"eagle": pair.eagle, "model": pair.draft}.get(kind)
+    models = {
+        **pair.info,
+        "drafter": kind,
+        "context_vocab": bool(getattr(lm, "context_vocab", False)),
+        "draft_half_rows": bool(getattr(lm, "half_rows", False)),
+        "row_kernel": rowkernel.enabled() and kernels.wanted(pair.target.model),
+    }
+    if run.method == "specdecpp":
+        models["acceptance_head"] = head_card(pair, lm)
+    return GenerationTrace(
+        method=run.method,
+        config=run.to_dict(),
+        prompt_ids=tuple(prompt_ids),
+        output_ids=tuple(out),
+        rounds=tuple(rounds),
+        token_text=token_texts(pair.tokenizer, seen),
+        total_ms=total_ms,
+        prompt_text=prompt_text,
+        models=models,
+        stop=stop,
+    )
+
+
+def generate(
+    pair: Pair,
+    prompt_ids: Sequence[int],
+    run: RunConfig,
+    drafter: Drafter | None = None,
+    rng: torch.Generator | None = None,
+    prompt_text: str = "",
+) -> GenerationTrace:
+    t0 = time.perf_counter()
+    rounds = list(iter_rounds(pair, prompt_ids, run, drafter, rng))
+    return collect(pair, prompt_ids, run, rounds, (time.perf_counter() - t0) * 1e3, prompt_text)

@@ -1,0 +1,55 @@
+"""specviz's compute kernels: few-row linear products and batch-invariant attention for CPU decoding.
+
+`linear` installs them on a model (skinny / half-row / int8 products); `attention` holds the attention
+functions registered with transformers; `rowkernel` and `_rowkernel_ir` are the numba row kernel.
+"""
+
+from specviz.kernels.attention import ROWS_MAX_QUERIES, rows_attention, sdpa_gqa
+from specviz.kernels.linear import (
+    ATTENTION,
+    ROWS_ATTENTION,
+    SKINNY_MAX_ROWS,
+    bf16_linear_invariant,
+    few_rows,
+    full_rows,
+    half_copy,
+    half_row_linear,
+    halves,
+    install,
+    int8_copy,
+    int8_linear,
+    int8s,
+    invariant_attention,
+    one_row,
+    padded_rows,
+    quantize_rows,
+    skinny_linear,
+    stock,
+    wanted,
+)
+
+__all__ = [
+    "ATTENTION",
+    "ROWS_ATTENTION",
+    "ROWS_MAX_QUERIES",
+    "SKINNY_MAX_ROWS",
+    "bf16_linear_invariant",
+    "few_rows",
+    "full_rows",
+    "half_copy",
+    "half_row_linear",
+    "halves",
+    "install",
+    "int8_copy",
+    "int8_linear",
+    "int8s",
+    "invariant_attention",
+    "one_row",
+    "padded_rows",
+    "quantize_rows",
+    "rows_attention",
+    "sdpa_gqa",
+    "skinny_linear",
+    "stock",
+    "wanted",
+]

@@ -1,0 +1,303 @@
+"""The row kernel's code (`rowkernel` imports it where numba is installed): y[j, o] = w[o] . x[j] for C-contiguous
+arrays, fp32 x and y, w fp32 or bf16 (its bits as int16: widened to fp32 exactly, by a 16-bit shift, as it is
+loaded), each weight row read once, in the fixed summation order `rowkernel`'s docstring declares.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+
+VF, IC = 8, 2  # the summation order (rowkernel's docstring): IC accumulators of VF lanes per product
+
+
+def _widening_loads(builder, bf16: bool, lanes: int = VF):
+    """Loaders of `lanes` weights and of one weight as fp32, from fp32 or from bf16 bits (int16: a 16-bit shift,
+    exact)."""
+    f32 = ir.FloatType()
+    vec, i16v, i32v, i32 = (
+        ir.VectorType(f32, lanes),
+        ir.VectorType(ir.IntType(16), lanes),
+        ir.VectorType(ir.IntType(32), lanes),
+        ir.IntType(32),
+    )
+
+    def load_v(ptr):
+        if not bf16:
+            return builder.load(builder.bitcast(ptr, vec.as_pointer()), align=4)
+        bits = builder.zext(builder.load(builder.bitcast(ptr, i16v.as_pointer()), align=2), i32v)
+        return builder.bitcast(builder.shl(bits, ir.Constant(i32v, [16] * lanes)), vec)
+
+    def load_1(ptr):
+        if not bf16:
+            return builder.load(ptr)
+        return builder.bitcast(builder.shl(builder.zext(builder.load(ptr), i32), i32(16)), f32)
+
+    return load_v, load_1
+
+
+def _fma(builder, vec):
+    name = f"llvm.fma.v{vec.count}f32" if isinstance(vec, ir.VectorType) else "llvm.fma.f32"
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), name)
+
+
+def _dot_rows(P: int):
+    """A numba intrinsic dots(w, x, y, o, j): y[j + p, o] = w[o] . x[j + p] for p < P, in the fixed order.
+
+    Written in LLVM IR with explicit vectors and fma, with no fast-math flags, so the compiler may
+    schedule it freely but cannot reorder a sum: the P products of one call interleave for instruction-level
+    parallelism, and each is the same sequence of roundings as when it runs alone (C-contiguous rows). One weight
+    row a call: tiles of several weight rows measured slower for 4-8 input rows (on a Xeon with AMX). The IC
+    accumulators are one vector of VF x IC lanes (lane 8u + l is accumulator u's lane l), split in halves for the
+    sum: the same roundings, and half the instructions where the CPU has 16-lane registers (AVX-512).
+    """
+    f32, W = ir.FloatType(), VF * IC
+    wide = ir.VectorType(f32, W)  # lane 8u + l is accumulator u's lane l: the declared order
+
+    @intrinsic
+    def dots(typingctx, w, x, y, o, j):
+        def codegen(context, builder, sig, args):
+            wa, xa, ya = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:3], args[:3]))
+            o_, j_ = (context.cast(builder, a, t, types.intp) for a, t in zip(args[3:], sig.args[3:]))
+            n_in = cgutils.unpack_tuple(builder, wa.shape, 2)[1]
+            n_out = cgutils.unpack_tuple(builder, ya.shape, 2)[1]
+            idx = n_in.type
+            w_row = builder.gep(wa.data, [builder.mul(o_, n_in)])
+            x_rows = [builder.gep(xa.data, [builder.mul(builder.add(j_, idx(p)), n_in)]) for p in range(P)]
+            fma_v, fma_s = _fma(builder, wide), _fma(builder, f32)
+            load_wv, load_w = _widening_loads(builder, sig.args[0].dtype != types.float32, W)  # bf16 bits: widen
+
+            acc = [cgutils.alloca_once_value(builder, ir.Constant(wide, [0.0] * W)) for _ in range(P)]
+            tail = [cgutils.alloca_once_value(builder, f32(0.0)) for _ in range(P)]
+            n_main = builder.mul(builder.sdiv(n_in, idx(W)), idx(W))
+            with cgutils.for_range_slice(builder, idx(0), n_main, idx(W)) as (k, _):
+                wv = load_wv(builder.gep(w_row, [k]))  # elements k .. k + 15: accumulator u takes
+                for p in range(P):  # k + 8u .. k + 8u + 7, by fma
+                    xv = builder.load(builder.bitcast(builder.gep(x_rows[p], [k]), wide.as_pointer()), align=4)
+                    builder.store(builder.call(fma_v, [wv, xv, builder.load(acc[p])]), acc[p])
+            with cgutils.for_range_slice(builder, n_main, n_in, idx(1)) as (k, _):  # the tail, in order
+                wk = load_w(builder.gep(w_row, [k]))
+                for p in range(P):
+                    xk = builder.load(builder.gep(x_rows[p], [k]))
+                    builder.store(builder.call(fma_s, [wk, xk, builder.load(tail[p])]), tail[p])
+            halves = [
+                ir.Constant(ir.VectorType(ir.IntType(32), VF), list(range(u * VF, (u + 1) * VF))) for u in range(IC)
+            ]
+            for p in range(P):
+                a = builder.load(acc[p])
+                terms = [builder.shuffle_vector(a, a, h) for h in halves]
+                while len(terms) > 1:  # accumulators, then lanes: halves added pairwise
+                    terms = [builder.fadd(a, b) for a, b in zip(terms[: len(terms) // 2], terms[len(terms) // 2 :])]
+                lanes = [builder.extract_element(terms[0], ir.IntType(32)(i)) for i in range(VF)]
+                while len(lanes) > 1:
+                    lanes = [builder.fadd(a, b) for a, b in zip(lanes[: len(lanes) // 2], lanes[len(lanes) // 2 :])]
+                out = builder.gep(ya.data, [builder.add(builder.mul(builder.add(j_, idx(p)), n_out), o_)])
+                builder.store(builder.fadd(lanes[0], builder.load(tail[p])), out)
+            return context.get_dummy_value()
+
+        return types.void(w, x, y, o, j), codegen
+
+    return dots
+
+
+dots4, dots2, dots1 = _dot_rows(4), _dot_rows(2), _dot_rows(1)
+
+
+@numba.njit(cache=True, boundscheck=False, nogil=True)
+def _rows_block(w, x, y, lo, hi):  # y[:, lo:hi] = x w[lo:hi]^T; each weight row read once, from L1 after
+    rows = x.shape[0]
+    for o in range(lo, hi):
+        j = 0
+        while j + 4 <= rows:
+            dots4(w, x, y, o, j)
+            j += 4
+        if j + 2 <= rows:
+            dots2(w, x, y, o, j)
+            j += 2
+        if j < rows:
+            dots1(w, x, y, o, j)
+
+
+@numba.njit(parallel=True, cache=True, boundscheck=False, nogil=True)
+def rows_times_weight(w, x, y):  # y[j, o] = w[o] . x[j]; each weight row read once, from L1 after
+    n_out, block = w.shape[0], 32
+    for b in numba.prange((n_out + block - 1) // block):
+        _rows_block(w, x, y, b * block, min(n_out, b * block + block))
+
+
+@intrinsic
+def weighted_rows(typingctx, acc, v, rows, e, C):
+    """acc[t] = sum over c < C, in increasing c, of e[c] v[rows[c], t] (fma from 0): the weighted sum of value rows.
+    acc fp32 (d,); v (R, d) fp32 or bf16 bits (int16), C-contiguous; rows int64, e fp32. The sums of a block of
+    NB vectors of t stay in registers across the whole c loop; a t's sum is the same chain of fma in any block."""
+
+    def codegen(context, builder, sig, args):
+        f32, W, NB = ir.FloatType(), 2 * VF, 4
+        aa, va, ra, ea = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:4], args[:4]))
+        n_c = context.cast(builder, args[4], sig.args[4], types.intp)
+        d = cgutils.unpack_tuple(builder, va.shape, 2)[1]
+        idx = d.type
+        bf16 = sig.args[1].dtype != types.float32
+
+        def block(t0, width, nb):  # acc[t0 : t0 + nb width] over every c, nb sums in registers
+            vec = ir.VectorType(f32, width) if width > 1 else f32
+            load = _widening_loads(builder, bf16, width)[0 if width > 1 else 1]
+            fma = _fma(builder, vec)
+            zero = ir.Constant(vec, [0.0] * width) if width > 1 else f32(0.0)
+            sums = [cgutils.alloca_once_value(builder, zero) for _ in range(nb)]
+            with cgutils.for_range(builder, n_c) as loop:
+                c = loop.index
+                row = builder.gep(va.data, [builder.mul(builder.load(builder.gep(ra.data, [c])), d)])
+                p = builder.load(builder.gep(ea.data, [c]))
+                if width > 1:
+                    pv = ir.Constant(vec, ir.Undefined)
+                    for lane in range(width):
+                        pv = builder.insert_element(pv, p, ir.IntType(32)(lane))
+                else:
+                    pv = p
+                for u in range(nb):
+                    ptr = builder.gep(row, [builder.add(t0, idx(u * width))])
+                    builder.store(builder.call(fma, [pv, load(ptr), builder.load(sums[u])]), sums[u])
+            for u in range(nb):
+                out = builder.gep(aa.data, [builder.add(t0, idx(u * width))])
+                if width > 1:
+                    out = builder.bitcast(out, vec.as_pointer())
+                builder.store(builder.load(sums[u]), out, align=4)
+
+        start = idx(0)
+        for width, nb in ((W, NB), (W, 1), (VF, 1), (1, 1)):  # blocks of 64, 16, 8 columns, then one at a time
+            end = builder.mul(builder.sdiv(d, idx(width * nb)), idx(width * nb)) if width * nb > 1 else d
+            with cgutils.for_range_slice(builder, start, end, idx(width * nb)) as (t0, _):
+                block(t0, width, nb)
+            start = end
+        return context.get_dummy_value()
+
+    return types.void(acc, v, rows, e, C), codegen
+
+
+_LOG2E, _LN2_HI, _LN2_LO = np.float32(1.4426950408889634), np.float32(0.693359375), np.float32(-2.12194440e-4)
+_EXP_C = tuple(np.float32(1.0 / f) for f in (5040.0, 720.0, 120.0, 24.0, 6.0, 2.0, 1.0, 1.0))
+
+
+@numba.njit(cache=True, boundscheck=False, nogil=True)
+def _exp_rows(x, e, C):
+    """e[c] = exp(x[c]) for c < C, x <= 0: 2^t e^r, t = round(x log2 e), r = x - t ln 2 (two parts), e^r by its
+    degree-7 Taylor polynomial (relative error under 1e-7 for |r| <= ln 2 / 2) and 2^t added to the exponent bits.
+    Plain float32 operations, one element at a time in the source, so the compiler vectorises the loops without
+    changing a rounding: an element's value is the same in a vector lane or in the scalar tail."""
+    t = np.empty(C, np.int32)
+    for c in range(C):
+        y = x[c] if x[c] > np.float32(-87.0) else np.float32(-87.0)
+        k = np.floor(y * _LOG2E + np.float32(0.5))
+        r = (y - k * _LN2_HI) - k * _LN2_LO
+        p = _EXP_C[0]
+        for a in _EXP_C[1:]:
+            p = p * r + a
+        e[c] = p
+        t[c] = np.int32(k)
+    bits = e[:C].view(np.int32)
+    for c in range(C):
+        bits[c] += t[c] << 23
+
+
+def _to_f32(src, dst):
+    """dst[:] = src (2-D, any strides) as fp32: bf16 bits (int16) widened by a 16-bit shift, fp32 copied."""
+
+
+@overload(_to_f32)
+def _to_f32_impl(src, dst):
+    if src.dtype == types.int16:
+
+        def widen(src, dst):
+            bits = dst.view(np.int32)
+            for a in range(src.shape[0]):
+                for b in range(src.shape[1]):
+                    bits[a, b] = np.int32(src[a, b]) << 16
+
+        return widen
+    return _copy
+
+
+def _store(src, dst):
+    """dst[:] = src (1-D fp32) in dst's dtype: bf16 bits (int16) rounded to nearest even, as torch rounds, or fp32."""
+
+
+@overload(_store)
+def _store_impl(src, dst):
+    if dst.dtype == types.int16:
+
+        def narrow(src, dst):
+            bits = src.view(np.int32)
+            for t in range(src.shape[0]):
+                u = np.int64(bits[t]) & 0xFFFFFFFF
+                dst[t] = np.int16(((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
+
+        return narrow
+    return _copy
+
+
+def _copy(src, dst):  # the fp32 case of both
+    dst[:] = src
+
+
+@numba.njit(cache=True, boundscheck=False, nogil=True)
+def visible(m, blocked, allow):
+    """allow = m > blocked for an additive mask m (n, L) fp32, any strides; False where m holds anything but 0 and
+    values <= blocked (a bias, not a mask)."""
+    for i in range(m.shape[0]):
+        for j in range(m.shape[1]):
+            allow[i, j] = m[i, j] > blocked
+            if allow[i, j] and m[i, j] != 0:
+                return False
+    return True
+
+
+@numba.njit(parallel=True, cache=True, boundscheck=False, nogil=True)
+def attend(q, k, v, cap, L, allow, scale, out):
+    """Attention of every (query head, query) pair on its own, in one fixed order: out[i, h] = sum_j p_j v_h'[j] over
+    the keys j that query i may see (`allow[i, j]`), p the softmax of scale * q[h, i] . k_h'[j], where
+    h' = h // (query heads per key/value head) and k_h' = k[h' cap : h' cap + L] (v the same). q (Hq, n, d), any
+    strides, and out (n, Hq, d): fp32 or bf16 bits (int16), the model's dtype; k and v (Hkv cap, d), C-contiguous,
+    fp32 or bf16 bits, key/value head h' in rows h' cap ... Everything inside is fp32, rounded once into out. The
+    dot products are the row kernel's (each in the declared order, whatever else its call holds). The visible keys
+    are then gathered in increasing j, and the max, the exp (`_exp_rows`), the softmax's sum and the weighted sum
+    of values (`weighted_rows`) run in that order, so a query's output depends neither on the other queries of
+    the call nor on the keys it cannot see, nor on where in the cache its keys sit (a tree's nodes and the same
+    tokens in a chain give the same bits)."""
+    Hq, n, d = q.shape
+    G = Hq // (k.shape[0] // cap)
+    for h in numba.prange(Hq):
+        base = (h // G) * cap
+        kh, vh = k[base : base + L], v[base : base + L]
+        qh, sh = np.empty((n, d), np.float32), np.empty((n, L), np.float32)
+        _to_f32(q[h], qh)
+        _rows_block(kh, qh, sh, 0, L)
+        rows = np.empty(L, np.int64)
+        x = np.empty(L, np.float32)
+        e = np.empty(L, np.float32)
+        acc = np.empty(d, np.float32)
+        for i in range(n):
+            C = 0
+            m = np.float32(-np.inf)  # max of the raw scores: scaling after is exact (monotone)
+            for j in range(L):
+                if allow[i, j]:
+                    rows[C] = j
+                    x[C] = sh[i, j]
+                    if x[C] > m:
+                        m = x[C]
+                    C += 1
+            m = m * scale
+            for c in range(C):
+                x[c] = x[c] * scale - m
+            _exp_rows(x, e, C)
+            total = np.float32(0.0)
+            for c in range(C):
+                total += e[c]
+            weighted_rows(acc, vh, rows, e, C)
+            for t in range(d):
+                acc[t] = acc[t] / total
+            _store(acc, out[i, h])

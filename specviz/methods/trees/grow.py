@@ -1,0 +1,233 @@
+"""Growing a draft token tree with a draft LM: the node bookkeeping shared by DySpec and the static trees.
+
+Notation (DySpec, Xiong et al. 2024, App. D): ``D[u]`` is the warped draft distribution after node u,
+the proposal u's children are drawn from, without replacement; ``R[u]`` is what is left of it after
+the children drawn so far (unnormalised; only its mass is tracked); ``w(u)`` is the product of the
+draft probabilities along the path to u (w(root) = 1). The next draw at u is then worth
+``v = w(u) * sum(R[u])``, the estimated probability that the verifier examines it, and a new child c
+is worth w(c) = w(u) * D[u][c]. Children are kept in the order they were drawn (node order): the
+verifier tests them in that order against the same D.
+
+Copied nodes (prompt lookup, `specviz.methods.lookup`; DySpec with ``RunConfig.copy`` on): the context's own
+continuation offers a chain of tokens with prior acceptance ``alpha`` (cumulative, from the root); a *copy slot*
+at the root, and then at each copied node, is worth ``alpha[j]``, and a grower may spend budget on it like on a
+sampling slot.
+A copied node is a point-mass proposal; the token it copies is removed from its parent's D before any draw
+(``D`` is then that renormalised remainder, ``scale[u]`` the draft mass it kept), so no drawn sibling
+repeats it and the verifier's sequential rejection stays exact. Copying needs no draft forward.
+
+At target temperature 0 nothing is sampled: each draw takes the most probable remaining token
+(deterministic top order) and verification is argmax matching, so any tree shape stays lossless.
+
+Draft forwards: a batch of nodes whose parents the draft has computed goes through the draft in one
+forward; each node attends to the committed prefix and its own ancestors only (``LM.forward(...,
+visible=...)``, the tree attention mask over a cache that holds several branches). ``slots[node]`` is
+the node's draft-cache position, which `DraftLMDrafter.observe` uses to keep the accepted path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from specviz.core.config import LookupConfig
+from specviz.core.ngram import NgramIndex
+from specviz.core.sampling import warp
+from specviz.core.trace import DraftTree
+from specviz.methods.base import DraftLMDrafter, Proposal
+from specviz.methods.lookup.plan import best_extension, plan
+
+
+def draw_order(
+    D: torch.Tensor, k: int, rng: torch.Generator, greedy: bool, cols: torch.Tensor | None = None
+) -> tuple[list[list[int]], list[list[float]]]:
+    """The first k draws without replacement from each row of D (n, V), in drawing order, with their D.
+
+    Greedy: the k most probable tokens. Otherwise exponential keys: token x gets log D[x] - log E[x] with
+    E ~ Exp(1), and the descending order of the keys is distributed exactly as drawing one token at a time
+    from what is left, renormalised (Efraimidis-Spirakis; Gumbel top-k). One vectorised step per node
+    instead of one pass over the vocabulary per draw; rows stop early where D's support runs out.
+    `cols` (distinct ids), when given, must hold D's whole support (a reduced-vocabulary draft's head):
+    keys are drawn over those columns only, which is the same distribution at a fraction of the cost.
+    """
+    Dc = D if cols is None else D.index_select(-1, cols)  # (n, C)
+    k = min(k, Dc.shape[-1])
+    keys = Dc.log()
+    if not greedy:
+        e = torch.empty_like(Dc).exponential_(generator=rng).clamp_(min=1e-30)
+        keys = keys - e.log()
+    idx = torch.topk(keys, k, dim=-1).indices  # (n, k)
+    probs = Dc.gather(-1, idx)  # (n, k)
+    support = (Dc > 0).sum(-1).tolist()
+    if cols is not None:
+        idx = cols[idx]
+    return ([row[:m] for row, m in zip(idx.tolist(), support)], [row[:m] for row, m in zip(probs.tolist(), support)])
+
+
+class TreeDrafter(DraftLMDrafter):
+    """A `DraftLMDrafter` that grows one token tree per round; subclasses decide where to draw next.
+
+    `max_children` caps the draws any node can get in one round (the budget, or a shape's widest node):
+    each computed node's drawing order is prepared that far in one vectorised step.
+    """
+
+    value_temperature: float | None = None  # greedy runs only: temperature of the D that sets q and node values
+    max_children: int = 64
+    lookup: LookupConfig | None = None  # copy slots from prompt lookup (RunConfig.copy)
+    curve: dict | None = None  # the target's verify curve: copies past the budget (lookup.extend_to)
+    index: NgramIndex | None = None
+
+    def begin(self, prompt_ids):
+        super().begin(prompt_ids)
+        self.index = NgramIndex(self.lookup.max_ngram) if self.lookup else None
+
+    def start(self, committed: Sequence[int], max_depth: int, copy_depth: int | None = None) -> None:
+        """Feed the committed tokens the draft has not seen and make the root (the last committed token).
+        `copy_depth`: how deep copied nodes may go past the budget (default `max_depth`)."""
+        logits = self.feed_pending(committed)
+        self.max_depth = max_depth
+        self.tokens, self.parents, self.q, self.depth, self.w = [committed[-1]], [-1], [1.0], [0], [1.0]
+        self.D: dict[int, torch.Tensor] = {}
+        self.order: dict[int, tuple[list[int], list[float]]] = {}  # node -> its drawing order (tokens, D)
+        self.drawn: dict[int, int] = {}  # node -> children drawn so far
+        self.left: dict[int, float] = {}  # node -> sum(R[u])
+        self.scale: dict[int, float] = {}  # node -> draft mass left after removing its copy
+        self.copied: set[int] = set()
+        self.copy_at: dict[int, int] = {}  # node -> j: the token copy_toks[j] copies under it
+        self.open_copy: int | None = None  # the one node whose copy slot is open
+        self.copy_toks, self.copy_alpha = [], []
+        if self.index is not None:
+            self.copy_toks, self.copy_alpha = plan(
+                self.index,
+                committed,
+                self.lookup,
+                copy_depth or max_depth,
+                self.eos_ids,
+                not self.sampling.greedy,
+                extend=self.curve is not None,
+            )
+            if self.copy_toks:
+                self.copy_at[0], self.open_copy = 0, 0
+        self.draft_forwards = 1
+        self._set_dists([0], logits[None])
+
+    @property
+    def n_drafted(self) -> int:
+        return len(self.tokens) - 1
+
+    def computed(self, u: int) -> bool:
+        return u in self.D
+
+    def copy_value(self, u: int) -> float:
+        """Value of the copy slot at u (0 when u has none): the prior that the copy chain is accepted that far,
+        or the draft's own value of that token where the draft has computed u and rates it higher."""
+        if u != self.open_copy or not self.expandable(u) or len(self.copied) >= self.lookup.k:
+            return 0.0
+        v = self.copy_alpha[self.copy_at[u]]
+        if u in self.scale:
+            v = max(v, self.w[u] * (1.0 - self.scale[u]))
+        return v
+
+    def copy(self, u: int, v: float | None = None) -> int:
+        """Turn u's copy slot (copy_value(u) > 0, or value v) into a copied node; returns the new node id."""
+        v = self.copy_value(u) if v is None else v
+        j = self.copy_at[u]
+        self.tokens.append(self.copy_toks[j])
+        self.parents.append(u)
+        self.q.append(1.0)
+        self.depth.append(self.depth[u] + 1)
+        self.w.append(v)
+        c = len(self.tokens) - 1
+        self.copied.add(c)
+        self.open_copy = None
+        if j + 1 < len(self.copy_toks):
+            self.copy_at[c], self.open_copy = j + 1, c
+        return c
+
+    def mass(self, u: int) -> float:
+        """Draft mass not yet drawn at u; 0 once no draw is left (D's support, or `max_children`, used up)."""
+        return self.left[u] if self.drawn[u] < len(self.order[u][0]) else 0.0
+
+    def extend_copies(self) -> None:
+        """Past the budget: copy on from the open copy slot while the expected tokens per verify millisecond
+        rise on this device's verify curve (`lookup.best_extension`); no draft forward is needed.
+        Node values stand in for acceptance probabilities, as everywhere in the tree."""
+        u = self.open_copy
+        if self.curve is None or u is None or self.tokens[u] in self.eos_ids:
+            return
+        j = self.copy_at[u]
+        room = min(self.lookup.extend_to - len(self.copied), len(self.copy_toks) - j)
+        alphas = self.copy_alpha[j : j + max(0, room)]
+        for a in alphas[: best_extension(1 + sum(self.w[1:]), len(self.tokens), alphas, self.curve)]:
+            u = self.copy(u, a)
+
+    def expandable(self, c: int) -> bool:
+        """May c get children: not EOS, and not at the depth limit of this round."""
+        return self.tokens[c] not in self.eos_ids and self.depth[c] < self.max_depth
+
+    def draw(self, u: int) -> int:
+        """Draw the next child of u (u computed, mass(u) > 0); returns the new node id."""
+        toks, probs = self.order[u]
+        j = self.drawn[u]
+        y, d = toks[j], probs[j]
+        self.drawn[u] = j + 1
+        self.left[u] = max(0.0, self.left[u] - d * self.scale[u])
+        self.tokens.append(y)
+        self.parents.append(u)
+        self.q.append(d)
+        self.depth.append(self.depth[u] + 1)
+        self.w.append(self.w[u] * d * self.scale[u])
+        return len(self.tokens) - 1
+
+    def compute(self, nodes: Sequence[int]) -> None:
+        """Draft forwards over `nodes`: sets D, drawing orders and slots. One forward when their parents are
+        computed (always, for drawn nodes); a copied chain whose nodes hang off each other takes one per link,
+        because a feature drafter reads each node's parent output."""
+        nodes = [c for c in nodes if not self.computed(c)]
+        while nodes:
+            ready = [c for c in nodes if self.computed(self.parents[c])]
+            self._compute(ready)
+            nodes = [c for c in nodes if not self.computed(c)]
+
+    def _compute(self, nodes: list[int]) -> None:
+        past, root_slot = self.lm.length, self.slots[0]
+        visible = torch.zeros(len(nodes), past, dtype=torch.bool)  # (n, past)
+        visible[:, : root_slot + 1] = True
+        for i, c in enumerate(nodes):
+            a = self.parents[c]
+            while a > 0:
+                visible[i, self.slots[a]] = True
+                a = self.parents[a]
+        out = self.lm.forward([self.tokens[c] for c in nodes], parents=[-1] * len(nodes), visible=visible)
+        self.draft_forwards += 1
+        for i, c in enumerate(nodes):
+            self.slots[c] = past + i
+        self._set_dists(nodes, out.logits)
+
+    def _set_dists(self, nodes: list[int], logits: torch.Tensor) -> None:
+        t = self.value_temperature if self.sampling.greedy else None
+        D = warp(logits, self.sampling, temperature=t)  # (n, V)
+        scale = [1.0] * len(nodes)
+        for i, u in enumerate(nodes):  # the token u copies, or may copy, leaves u's draws
+            j = self.copy_at.get(u)
+            if j is not None:
+                y = self.copy_toks[j]
+                scale[i] = max(0.0, 1.0 - float(D[i, y]))
+                D[i, y] = 0.0
+                if scale[i] > 0:
+                    D[i] /= D[i].sum()
+        toks, probs = draw_order(D, self.max_children, self.rng, self.sampling.greedy, self.lm.support)
+        for i, u in enumerate(nodes):
+            self.D[u] = D[i]
+            self.order[u] = (toks[i], probs[i]) if scale[i] > 0 else ([], [])
+            self.drawn[u] = 0
+            self.scale[u] = scale[i]
+            self.left[u] = scale[i]
+
+    def proposal(self) -> Proposal:
+        """The grown tree; at T > 0 also D at every node that has children (what the verifier needs)."""
+        tree = DraftTree(tuple(self.tokens), tuple(self.parents), tuple(self.q))
+        drew = {self.parents[c] for c in range(1, len(self.tokens)) if c not in self.copied}
+        props = {} if self.sampling.greedy else {u: self.D[u] for u in sorted(drew)}
+        return Proposal(tree, props, self.draft_forwards, copied=frozenset(self.copied))

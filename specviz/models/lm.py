@@ -1,0 +1,278 @@
+"""A thin, stateful wrapper over a Hugging Face causal LM: its KV cache and the verbs on it.
+
+With `kvcache` (the cache's layers), the only inference module that knows how transformers caches and attention
+masks work.
+`LM.forward` feeds new tokens on top of the cached prefix; the new tokens may form a tree
+(``parents`` local to the new tokens, -1 = hangs off the cached prefix), which is run with a
+4-D attention mask and depth-based position ids. `keep` then gathers the positions that
+survived verification into contiguous cache slots.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from specviz import kernels
+from specviz.models import kvcache
+
+
+@dataclass
+class Forward:
+    """Result of one forward: post-norm hidden states (n, H) and logits (n, V) of the requested rows."""
+
+    hidden: torch.Tensor
+    logits: torch.Tensor
+
+
+def leading_run(positions: Sequence[int]) -> int:
+    """m such that positions[:m] == 0, 1, ..., m-1 (binary search: ascending distinct ids have positions[i] >= i)."""
+    lo, hi = 0, len(positions)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if positions[mid] == mid else (lo, mid)
+    return lo
+
+
+class LM:
+    """A causal LM plus its KV cache.
+
+    `head_ids` (optional, sorted LongTensor) restricts the output layer to a vocabulary subset:
+    logits outside it are -inf, so the softmax is exactly zero there (this keeps a reduced-vocabulary
+    draft lossless: the q it proposes from is the q the verifier sees). With `context_vocab`, every token
+    fed since the last `reset` joins that subset (`support`): a draft can then propose the names and rare
+    words of its prompt, which a frequency-ranked head lacks, for a few extra rows of the output layer.
+    """
+
+    def __init__(
+        self,
+        model,
+        head_ids: torch.Tensor | None = None,
+        name: str = "",
+        context_vocab: bool = False,
+        half_rows: bool = False,
+    ):
+        self.model = model.eval()
+        # few-row matmuls as tall-skinny gemms (CPU fp32; see specviz.kernels.linear); `half_rows`, for a draft whose
+        # model no target shares: its one-row steps over fp16 weights (the reduced head's rows mirrored in
+        # `_support_half`)
+        skinny = kernels.install(model, half_rows) > 0
+        self._linear = kernels.skinny_linear if skinny else torch.nn.functional.linear
+        self.name = name
+        self.config = model.config
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        self.base = model.get_decoder()
+        self.head = model.get_output_embeddings()
+        self.softcap = getattr(model.config, "final_logit_softcapping", None)
+        self.head_ids = None
+        self.context_vocab = context_vocab and head_ids is not None
+        if head_ids is not None:
+            self.head_ids = head_ids.to(self.device).long()
+            self.head_weight = self.head.weight.index_select(0, self.head_ids).contiguous()  # (Vsub, H)
+            self.head_half = self.head_weight.detach().half() if kernels.halves(self.head) else None
+            self.head_int8 = kernels.quantize_rows(self.head_weight) if kernels.int8s(self.head) else None
+            self._head_mask = torch.zeros(self.vocab_size, dtype=torch.bool, device=self.device)
+            self._head_mask[self.head_ids] = True
+        self.cache = kvcache.new_cache(model.config)
+        self._reset_support()
+        self.forwards = 0
+        self.forward_ms = 0.0  # wall time spent in forward() (model body + output layer); CPU-exact
+
+    # -- cache verbs -------------------------------------------------------------------------
+    @property
+    def length(self) -> int:
+        return self.cache.get_seq_length()
+
+    def reset(self) -> None:
+        self.cache = kvcache.new_cache(self.config)
+        self._reset_support()
+
+    @property
+    def half_rows(self) -> bool:
+        """Whether this LM's few-row steps run over reduced weights now: fp16 one-row steps of an fp32 draft, int8
+        1-4-row steps of a bf16 one (specviz.kernels.linear; `kernels.full_rows` turns them off)."""
+        return kernels.halves(self.head) or kernels.int8s(self.head)
+
+    # -- output vocabulary -------------------------------------------------------------------
+    @property
+    def support(self) -> torch.Tensor | None:
+        """Token ids outside which this LM's q is zero (None: the whole vocabulary); only grows until `reset`."""
+        return self._support_ids[: self._n_support] if self.head_ids is not None else None
+
+    def _reset_support(self) -> None:
+        if self.head_ids is None:
+            return
+        self._n_support = len(self.head_ids)  # a widened buffer keeps head_ids / head_weight in front
+        if not hasattr(self, "_support_ids"):
+            self._support_ids, self._support_weight, self._support_half = (
+                self.head_ids,
+                self.head_weight,
+                self.head_half,
+            )
+            self._support_int8 = self.head_int8
+        if self.context_vocab:
+            self._in_support = torch.zeros(self.vocab_size, dtype=torch.bool)
+            self._in_support[self.head_ids.cpu()] = True
+
+    def _widen_support(self, ids: Sequence[int]) -> None:
+        """Add the fed tokens `ids` that are not in the support yet (rows appended in place, buffers grown x2)."""
+        idt = torch.as_tensor(list(ids), dtype=torch.long)
+        new = idt[~self._in_support[idt]].unique()
+        if not len(new):
+            return
+        self._in_support[new] = True
+        n, m = self._n_support, self._n_support + len(new)
+        if m > len(self._support_ids) or self._support_ids is self.head_ids:
+            cap = max(m, len(self.head_ids) + 256, 2 * len(self._support_ids) - len(self.head_ids))
+            ids_buf = self.head_ids.new_empty(cap)
+            w_buf = self.head_weight.new_empty(cap, self.head_weight.shape[1])
+            ids_buf[:n], w_buf[:n] = self._support_ids[:n], self._support_weight[:n]
+            self._support_ids, self._support_weight = ids_buf, w_buf
+            if self.head_half is not None:
+                self._support_half = torch.cat(
+                    [self._support_half[:n], self._support_half.new_empty(cap - n, w_buf.shape[1])]
+                )
+            if self.head_int8 is not None:
+                w8, sc = self._support_int8
+                self._support_int8 = (
+                    torch.cat([w8[:n], w8.new_empty(cap - n, w8.shape[1])]),
+                    torch.cat([sc[:n], sc.new_empty(cap - n)]),
+                )
+        new = new.to(self.device)
+        self._support_ids[n:m] = new
+        self._support_weight[n:m] = self.head.weight.index_select(0, new)
+        if self.head_half is not None:
+            self._support_half[n:m] = self._support_weight[n:m]
+        if self.head_int8 is not None:
+            w8, sc = kernels.quantize_rows(self._support_weight[n:m])
+            self._support_int8[0][n:m], self._support_int8[1][n:m] = w8, sc
+        self._n_support = m
+
+    def crop(self, n: int) -> None:
+        """Keep the first n cached positions."""
+        if n < self.length:
+            self.keep(range(n))
+
+    @torch.inference_mode()
+    def keep(self, positions: Sequence[int]) -> None:
+        """Keep only these cached positions (ascending), packed to the front.
+
+        The leading run 0, 1, ..., m-1 stays where it is (a view, no copy); only the few tail
+        positions are moved, in place, into slots m, m+1, ...: a round costs O(accepted), not O(context).
+        """
+        positions = list(positions)
+        n = len(positions)
+        m = leading_run(positions)
+        if m == n == self.length:
+            return
+        tail = positions[m:]
+        if any(a >= b for a, b in zip(tail, tail[1:])):
+            raise ValueError("LM.keep needs ascending, distinct positions")
+        idx = torch.tensor(tail, dtype=torch.long, device=self.device) if tail else None
+        for layer in self.cache.layers:
+            if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                if idx is not None:  # index_select copies first, so the overlap is safe
+                    layer.keys[..., m:n, :] = layer.keys.index_select(-2, idx)
+                    layer.values[..., m:n, :] = layer.values.index_select(-2, idx)
+                layer.keys = layer.keys[..., :n, :]
+                layer.values = layer.values[..., :n, :]
+
+    # -- forward -----------------------------------------------------------------------------
+    @torch.inference_mode()
+    def forward(
+        self,
+        ids: Sequence[int],
+        parents: Sequence[int] | None = None,
+        rows: slice | Sequence[int] | None = None,
+        visible: torch.Tensor | None = None,
+    ) -> Forward:
+        """Run `ids` on top of the cache and append them to it.
+
+        ids: the n new tokens; parents: local parent of each (-1 = the cached prefix), None = a plain
+        sequence; rows: which rows to return logits for (default all); visible: (n, past) bool, the cached
+        positions each token with local parent -1 attends to (default all). A tree drafter whose cache holds
+        several branches uses it to show a node only the prefix and its own ancestors; a token's position
+        id is then the number of positions it attends to, minus one.
+        """
+        t0 = time.perf_counter()
+        if self.context_vocab:
+            self._widen_support(ids)
+        n, past = len(ids), self.length
+        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # (1, n)
+        is_chain = parents is None or all(p == i - 1 for i, p in enumerate(parents))
+        if is_chain and visible is None:
+            pos = torch.arange(past, past + n, device=self.device)[None]  # (1, n)
+            mask = None
+        else:
+            allow = self._tree_allow(parents or list(range(-1, n - 1)), past, visible)  # (n, past+n)
+            pos = (allow.sum(-1) - 1)[None].to(self.device)  # (1, n)
+            mask = torch.zeros(n, past + n, dtype=self.dtype)
+            mask.masked_fill_(~allow, torch.finfo(self.dtype).min)
+            mask = mask[None, None].to(self.device)  # (1, 1, n, past+n)
+        out = self.base(
+            **self._inputs(input_ids, parents, visible, past),
+            position_ids=pos,
+            attention_mask=mask,
+            cache=self.cache,
+            use_cache=True,
+        )
+        self.forwards += 1
+        h = out.last_hidden_state[0]  # (n, H)
+        self._after_forward(h)
+        if rows is not None:
+            h = h[rows]
+        fwd = Forward(hidden=h, logits=self.logits(h))
+        self.forward_ms += (time.perf_counter() - t0) * 1e3
+        return fwd
+
+    # -- hooks for drafters that read more than token ids (models.eagle.EagleLM) ---------------------
+    wants_target_features = False
+
+    def add_target_features(self, start: int, hidden: torch.Tensor) -> None:
+        """The target's post-norm hidden states of committed positions start, start+1, ... (ignored here)."""
+
+    def _inputs(self, input_ids: torch.Tensor, parents, visible, past: int) -> dict:
+        return {"input_ids": input_ids}
+
+    def _after_forward(self, hidden: torch.Tensor) -> None:
+        self.last_hidden = hidden  # every row of the last forward (the prefill's, for feature drafters)
+
+    def logits(self, h: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        """(n, H) hidden -> (n, V) fp32 logits over the full vocabulary, -inf outside the support. `context` (n, V)
+        bool, for rows run in a batch outside `forward` (training data): with `context_vocab`, each row's own
+        context tokens join head_ids in place of the fed ones."""
+        if self.head_ids is None:
+            x = self.head(h).float()
+        elif context is not None and self.context_vocab:
+            x = self.head(h).float().masked_fill(~(context.to(h.device) | self._head_mask), float("-inf"))
+        else:
+            n = self._n_support
+            if self.head_half is not None and kernels.halves(self.head) and kernels.one_row(h):
+                sub = kernels.half_row_linear(h, self._support_weight[:n], self._support_half[:n]).float()
+            elif self.head_int8 is not None and kernels.int8s(self.head) and kernels.few_rows(h):
+                w8, sc = self._support_int8
+                sub = kernels.int8_linear(h, self._support_weight[:n], w8[:n], sc[:n]).float()
+            else:
+                sub = self._linear(h, self._support_weight[:n]).float()  # (n, Vsub)
+            x = torch.full((h.shape[0], self.vocab_size), float("-inf"), device=h.device)
+            x[:, self._support_ids[:n]] = sub
+        if self.softcap:
+            x = torch.tanh(x / self.softcap) * self.softcap
+        return x
+
+    @staticmethod
+    def _tree_allow(parents: Sequence[int], past: int, visible: torch.Tensor | None) -> torch.Tensor:
+        """(n, past+n) bool: row i attends to its visible cached positions, its local ancestors and itself."""
+        n = len(parents)
+        allow = torch.zeros(n, past + n, dtype=torch.bool)
+        allow[:, :past] = True if visible is None else visible.cpu()
+        for i, p in enumerate(parents):
+            if p >= 0:
+                allow[i] = allow[p]
+            allow[i, past + i] = True
+        return allow

@@ -1,0 +1,358 @@
+"""`specviz bench`: speed, acceptance and a losslessness audit of every method, beside
+autoregressive decoding and Hugging Face assisted generation, on one pair and one dtype per suite.
+
+Notation: tau = tokens emitted per round (= per target forward); alpha_d = P(the accepted path
+reaches draft depth d | it reached depth d - 1 and the draft offered depth d); margin = the
+target's logit top1 - top2 at the first position where a method's output leaves the
+autoregressive one.
+
+Hygiene: an untimed warm-up of every setting first; then per prompt every setting runs back to
+back, in an order rotated by the prompt index, so machine noise hits all alike; one dtype for
+every method of a suite. This module computes records; `bench_report` renders them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from specviz import kernels
+from specviz.core.assets import SPEC_BENCH
+from specviz.core.config import (
+    DTYPES,
+    ModelConfig,
+    RunConfig,
+    SamplingConfig,
+)
+from specviz.core.device import machine_info as device_machine_info
+from specviz.core.prompts import encode_prompt, read_prompts
+from specviz.core.tree import depths
+from specviz.engine.loop import iter_rounds
+from specviz.kernels import rowkernel
+from specviz.methods.registry import BUILDERS
+from specviz.models.loading import load_pair
+from specviz.tools.bench import report as bench_report
+from specviz.tools.bench.hf import HFSetting, hf_generate
+from specviz.tools.bench.report import summarize
+from specviz.tools.bench.specs import (
+    BenchConfig,
+    Setting,
+    method_knobs,
+    parse_settings,
+    stratified,
+    task_of,
+)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    qid: str
+    category: str
+    ids: tuple[int, ...]
+    text: str = ""
+
+    @property
+    def task(self) -> str:
+        return task_of(self.category)
+
+
+# -- one run -----------------------------------------------------------------------------------
+def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
+    """Decode one prompt with one setting; a record of plain values."""
+    stock = s.kernels == "stock" or (s.kind == "hf" and not s.kernels)
+    models = [lm.model for lm in pair.lms]
+    with (
+        kernels.stock(*models) if stock else contextlib.nullcontext(),
+        kernels.full_rows(*models) if s.kernels == "fp32draft" else contextlib.nullcontext(),
+        rowkernel.off() if s.kernels == "mkl" else contextlib.nullcontext(),
+        head_only(pair.lms) if s.static else contextlib.nullcontext(),
+    ):
+        return _run_one(pair, prompt, s, temperature, max_new_tokens, seed)
+
+
+@contextlib.contextmanager
+def head_only(lms):
+    """The drafters' reduced heads without their context vocabulary (`ModelConfig.context_vocab`) for one run."""
+    was = [lm.context_vocab for lm in lms]
+    for lm in lms:
+        lm.context_vocab = False
+    try:
+        yield
+    finally:
+        for lm, w in zip(lms, was):
+            lm.context_vocab = w
+
+
+def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
+    if s.kind == "hf":
+        r = hf_generate(
+            pair.target.model,
+            list(prompt.ids),
+            max_new_tokens,
+            temperature,
+            seed,
+            HFSetting(s.method, s.k),
+            pair.draft.model,
+        )
+        made, depth = 0, []
+        for n in r.rounds:  # a constant-K draft offers min(K, tokens left - 1)
+            depth.append(min(s.k, max_new_tokens - made - 1) if s.method == "constant" else None)
+            made += n
+        return dict(
+            output_ids=r.output_ids,
+            tokens=len(r.output_ids),
+            total_ms=r.total_ms,
+            rounds=len(r.rounds),
+            accepted=[n - 1 for n in r.rounds],
+            depth=depth,
+        )
+    run = RunConfig(
+        method=s.method,
+        max_new_tokens=max_new_tokens,
+        sampling=SamplingConfig(temperature=temperature, seed=seed),
+        drafter=s.drafter,
+        copy=s.copy,
+        **method_knobs(s),
+    )
+    f0 = sum(lm.forward_ms for lm in pair.lms)
+    t0 = time.perf_counter()
+    rounds = list(iter_rounds(pair, list(prompt.ids), run))
+    ms = (time.perf_counter() - t0) * 1e3
+    out = [t for r in rounds for t in r.emitted]
+    return dict(
+        output_ids=out,
+        tokens=len(out),
+        total_ms=ms,
+        rounds=len(rounds),
+        forward_ms=sum(lm.forward_ms for lm in pair.lms) - f0,
+        accepted=[r.n_accepted for r in rounds],
+        depth=[max(depths(r.tree.parents)) for r in rounds],
+        draft_ms=sum(r.draft_ms for r in rounds),
+        verify_ms=sum(r.verify_ms for r in rounds),
+        overhead_ms=sum(r.overhead_ms for r in rounds),
+        draft_forwards=sum(r.draft_forwards for r in rounds),
+    )
+
+
+def logit_margin(pair, ids: list[int]) -> dict:
+    """The target's logits after `ids` (a fresh forward over the whole prefix): top1, top2, margin."""
+    lm = pair.target
+    lm.reset()
+    x = lm.forward(ids, rows=slice(-1, None)).logits[0]  # (V,)
+    lm.reset()
+    v, i = torch.topk(x, 2)
+    return {"top1": int(i[0]), "top2": int(i[1]), "margin": float(v[0] - v[1])}
+
+
+def audit(pair, prompt: Prompt, ref: list[int], outputs: dict[str, list[int]]) -> list[dict]:
+    """One record per setting whose greedy output differs from the autoregressive `ref`."""
+    found = []
+    for key, got in outputs.items():
+        if got == ref:
+            continue
+        pos = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), min(len(ref), len(got)))
+        m = logit_margin(pair, list(prompt.ids) + ref[:pos])
+        found.append(
+            {
+                "prompt": prompt.qid,
+                "task": prompt.task,
+                "setting": key,
+                "position": pos,
+                "ref_token": ref[pos] if pos < len(ref) else None,
+                "got_token": got[pos] if pos < len(got) else None,
+                **m,
+            }
+        )
+    return found
+
+
+# -- the suite ---------------------------------------------------------------------------------
+def run_suite(
+    pair, prompts: list[Prompt], settings: list[Setting], cfg: BenchConfig, progress: bool = True, log=print
+) -> dict:
+    """Warm up, then every prompt x temperature x setting, interleaved per prompt; audit at T = 0."""
+
+    skipped = {}
+    warm = [(t, s) for t in cfg.temperatures for s in settings] if cfg.warmup_tokens else []
+    for t, s in tqdm(warm, desc="warm-up", unit="run", disable=not progress, file=sys.stderr):
+        if s.key in skipped:  # 1. untimed warm-up of every setting
+            continue
+        try:
+            run_one(pair, prompts[0], s, t, cfg.warmup_tokens, cfg.seed)
+        except Exception as e:  # e.g. a method whose head is not trained yet
+            skipped[s.key] = f"{type(e).__name__}: {e}"
+            log(f"specviz bench: skipping {s.key}: {skipped[s.key]}")
+    settings = [s for s in settings if s.key not in skipped]
+    runs, mismatches = [], []
+    bar = tqdm(
+        total=len(cfg.temperatures) * len(prompts) * len(settings),
+        unit="run",
+        disable=not progress,
+        file=sys.stderr,
+        desc=str(pair.info.get("dtype", "")),
+    )
+    for t in cfg.temperatures:  # 2. timed runs, interleaved per prompt
+        for i, p in enumerate(prompts):
+            outs = {}
+            for s in settings[i % len(settings) :] + settings[: i % len(settings)]:
+                bar.set_postfix_str(f"T={t:g} {s.key}", refresh=False)
+                rec = run_one(pair, p, s, t, cfg.max_new_tokens, cfg.seed + i)
+                outs[s.key] = rec["output_ids"]
+                runs.append(
+                    {"prompt": p.qid, "category": p.category, "task": p.task, "temperature": t, "setting": s.key, **rec}
+                )
+                bar.update()
+            if t == 0:  # 3. losslessness audit
+                mismatches += audit(pair, p, outs["ar"], {k: v for k, v in outs.items() if k != "ar"})
+    bar.close()
+    models = {
+        **pair.info,
+        "draft_is_target": pair.draft.model is pair.target.model,
+        "eagle_head_ours": None
+        if pair.eagle is None or pair.eagle.head_ids is None
+        else int(pair.eagle.head_ids.numel()),
+        "draft_head_ours": None if pair.draft.head_ids is None else int(pair.draft.head_ids.numel()),
+    }
+    return {
+        "dtype": pair.info.get("dtype"),
+        "models": models,
+        "settings": [asdict(s) for s in settings],
+        "skipped": skipped,
+        "prompts": [{"qid": p.qid, "category": p.category, "task": p.task, "n_ids": len(p.ids)} for p in prompts],
+        "runs": runs,
+        "mismatches": mismatches,
+        **summarize(runs, settings, mismatches),
+    }
+
+
+def machine_info() -> dict:
+    """The machine (core.device.machine_info) and what else moves a bench's figures: HF's ROC-adapted threshold
+    (only where sklearn is installed) and the row kernel."""
+    try:
+        import sklearn  # noqa: F401  (optional: HF adapts its confidence threshold by ROC only when present)
+
+        has_sklearn = True
+    except ImportError:
+        has_sklearn = False
+    return {
+        **device_machine_info(),
+        "sklearn_for_hf_threshold": has_sklearn,
+        "row_kernel": rowkernel.version() if rowkernel.enabled() else None,
+    }
+
+
+# -- command line ------------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    d = BenchConfig()
+    p = argparse.ArgumentParser(prog="specviz bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", default=str(SPEC_BENCH), help="JSON-lines file with 'turns' (and 'category')")
+    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help="stratified sample size (equal per task)")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument("--temperatures", type=float, nargs="+", default=list(d.temperatures))
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        help="ar, chain[:K], heuristic, specdecpp[:h], dyspec[:budget], dyspec-level[:t], dyspec-heap, "
+        "sequoia[:budget], kary[:width], hf, hf-assist[:K], hf-heuristic (default: all); a suffix "
+        "@stock or @skinny picks the linear-layer kernels (default: skinny for specviz methods, "
+        "with a draft's few-row steps over reduced weights (fp16 one-row for fp32, int8 1-4 rows for "
+        "bf16), which @fp32draft turns off, and "
+        "1-16-row products on the numba row kernel, which @mkl turns off; "
+        "stock for Hugging Face), +eagle or +model the drafter (default: EAGLE where the pair "
+        "has one; Hugging Face always runs the standalone draft), +static a reduced draft head "
+        "without the context vocabulary",
+    )
+    p.add_argument(
+        "--dtype",
+        nargs="+",
+        choices=DTYPES,
+        default=[ModelConfig().dtype],
+        help="one suite per dtype; every method of a suite uses it",
+    )
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--warmup-tokens", type=int, default=d.warmup_tokens)
+    p.add_argument("--target", default=None)
+    p.add_argument("--draft", default=None)
+    p.add_argument(
+        "--eagle",
+        default=None,
+        help="EAGLE drafter folder ('none' = off; default: the shipped one with the default pair)",
+    )
+    p.add_argument("--device", default=ModelConfig().device)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--out", default=None, help="write every figure (per prompt and aggregated) to this JSON file")
+    p.add_argument("--md", default=None, help="also write the markdown report to this file")
+    p.add_argument("--html", default=None, help="write plotly HTML plots into this folder")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parser().parse_args(argv)
+    try:
+        cfg = BenchConfig(
+            n_prompts=a.n_prompts,
+            max_new_tokens=a.max_new_tokens,
+            temperatures=tuple(a.temperatures),
+            seed=a.seed,
+            warmup_tokens=a.warmup_tokens,
+        )
+        settings = parse_settings(a.methods, cfg, list(BUILDERS))
+        rows = stratified(read_prompts(a.prompts), cfg.n_prompts, cfg.seed)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"specviz bench: error: {e}", file=sys.stderr)
+        return 2
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    result = {
+        "machine": machine_info(),
+        "config": {
+            **asdict(cfg),
+            "prompts_file": a.prompts,
+            "command": " ".join(["specviz bench", *map(shlex.quote, argv)]),
+            "methods": [s.key for s in settings],
+            "dtypes": a.dtype,
+        },
+        "suites": {},
+    }
+    for dtype in a.dtype:
+        pair = load_pair(
+            ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=dtype, device=a.device),
+            progress=lambda m: print(m, file=sys.stderr),
+        )
+        prompts = [
+            Prompt(
+                str(r.get("question_id", i)),
+                str(r.get("category", "all")),
+                tuple(encode_prompt(pair.tokenizer, r["turns"][0])),
+                r["turns"][0],
+            )
+            for i, r in enumerate(rows)
+        ]
+        dtype = pair.info["dtype"]  # "auto" resolved
+        result["suites"][dtype] = run_suite(
+            pair, prompts, settings, cfg, progress=not a.quiet, log=lambda m: print(m, file=sys.stderr)
+        )
+        del pair
+    md = bench_report.markdown(result)
+    print(md)
+    if a.md:
+        Path(a.md).write_text(md, encoding="utf-8")
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+    if a.html:
+        for path in bench_report.write_html(result, a.html):
+            print(f"specviz bench: wrote {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,97 @@
+"""The hardware view: what one target forward costs per number of tree tokens on the machine that
+measured it, and the tree budget that cost curve makes best. Data: `specviz budget`
+(assets/verify_curve.json); nothing here needs a model.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specviz.viz.style import base_layout, placeholder
+
+BUDGET_HEIGHT = 380
+GRID = "#eef2f7"
+COLORS = {"target": "#1e3a8a", "draft": "#60a5fa", "T=0": "#2563eb", "T=1": "#f59e0b"}
+
+
+def budget_figure(curves: dict[str, dict], dtype: str | None = None) -> go.Figure:
+    """Left: ms per forward against tokens in it (target and draft). Right: expected tokens/s per tree budget."""
+    if not curves:
+        return placeholder(
+            "No cost curve measured yet.\nRun: specviz budget",
+            BUDGET_HEIGHT,
+            "Verification cost: no curve measured yet",
+        )
+    rec = curves.get(dtype) or next(iter(curves.values()))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=("ms per forward, by tokens in it", "expected tokens / s, by tree budget"),
+    )
+    for who in ("target", "draft"):
+        c = rec[who]
+        fig.add_trace(
+            go.Scatter(
+                x=c["n"],
+                y=c["ms"],
+                mode="lines+markers",
+                name=f"{who} forward",
+                line=dict(color=COLORS[who]),
+                hovertemplate=f"{who}: %{{x}} tokens in %{{y:.1f}} ms<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    ar = 1e3 / rec["target"]["ms"][0]
+    for i, (t, p) in enumerate(rec.get("picks", {}).items()):
+        m, _, _, tps = zip(*p["table"])
+        fig.add_trace(
+            go.Scatter(
+                x=m,
+                y=tps,
+                mode="lines",
+                name=f"tree, {t}",
+                line=dict(color=COLORS.get(t, "#64748b")),
+                hovertemplate=f"{t}: budget %{{x}}: %{{y:.1f}} tokens/s<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[p["budget"]],
+                y=[p["tokens_per_s"]],
+                mode="markers+text",
+                showlegend=False,
+                marker=dict(size=11, color=COLORS.get(t, "#64748b")),
+                text=[f"best at {t}: {p['budget']}"],
+                textposition=("top right", "bottom right")[i % 2],
+                hoverinfo="skip",
+            ),
+            row=1,
+            col=2,
+        )
+    fig.add_hline(
+        y=ar,
+        line=dict(color="#94a3b8", dash="dot"),
+        row=1,
+        col=2,
+        annotation_text=f"autoregressive {ar:.1f}",
+        annotation_position="bottom right",
+    )
+    fig.update_xaxes(type="log", title_text="tokens in one forward", gridcolor=GRID, row=1, col=1)
+    fig.update_xaxes(title_text="drafted nodes (budget)", gridcolor=GRID, row=1, col=2)
+    fig.update_yaxes(rangemode="tozero", gridcolor=GRID)
+    top = max([ar] + [r[3] for p in rec.get("picks", {}).values() for r in p["table"]])
+    fig.update_yaxes(range=[0, 1.3 * top], row=1, col=2)  # room for the labels
+    m = rec.get("machine", {})
+    sub = (
+        f"{rec.get('dtype')}, {m.get('cpu') or m.get('gpu') or m.get('processor', '')}, "
+        f"{m.get('torch_threads', '?')} threads, {rec.get('context')} tokens of context; "
+        "expected tokens from the measured acceptance per sibling rank (Sequoia's model)"
+    )
+    base_layout(fig, BUDGET_HEIGHT, "Verification cost on the machine that measured it", sub, legend_space=44)
+    fig.update_layout(margin=dict(t=100))
+    return fig

@@ -1,0 +1,180 @@
+"""Shared look of every specviz drawing: palette, token display, placeholders, output spans and metric cards.
+
+Pure functions from traces to plotly figures, (text, label) spans for ``gr.HighlightedText`` and
+HTML strings. Imports neither torch, transformers nor gradio (a test checks). The round view lives
+in `specviz.viz.tree`, the run-level views in `specviz.viz.run`, the hardware view in `specviz.viz.budget`.
+
+Every string that comes from a trace (token text, method, stop reason) is HTML-escaped before it
+reaches plotly or HTML: traces can be uploaded by anyone.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+
+import plotly.graph_objects as go
+
+from specviz.analysis.metrics import (
+    BONUS_TOKEN,
+    CORRECTED,
+    DRAFTED,
+    TARGET,
+    Summary,
+    token_origins,
+)
+from specviz.core.trace import ACCEPTED, REJECTED, ROOT, UNVISITED, GenerationTrace
+from specviz.methods.catalog import CATALOG
+
+# One colour per way a token can appear. Tree statuses and output-token origins share hues:
+# green = the target agreed with the draft, blue = bonus, orange = resampled correction.
+PALETTE = {
+    ROOT: "#334155",
+    ACCEPTED: "#16a34a",
+    REJECTED: "#dc2626",
+    UNVISITED: "#cbd5e1",
+    BONUS_TOKEN: "#2563eb",
+    CORRECTED: "#f59e0b",
+    TARGET: "#7c3aed",
+}
+COPY_BORDER = "#06b6d4"  # the outline of a node copied from the context (prompt lookup), any status
+SPAN_COLORS = {
+    DRAFTED: PALETTE[ACCEPTED],
+    BONUS_TOKEN: PALETTE[BONUS_TOKEN],
+    CORRECTED: PALETTE[CORRECTED],
+    TARGET: PALETTE[TARGET],
+}
+LABELS = {
+    ROOT: "last committed token",
+    ACCEPTED: "accepted draft token",
+    REJECTED: "rejected draft token",
+    UNVISITED: "not reached",
+    BONUS_TOKEN: "bonus (target, after a full accept)",
+    CORRECTED: "resampled correction",
+    TARGET: "target token (no draft)",
+}
+PHASE_COLORS = {"draft": "#60a5fa", "verify": "#1e3a8a", "overhead": "#94a3b8", "other": "#e2e8f0"}
+FONT = dict(family="Inter, system-ui, -apple-system, Segoe UI, sans-serif", size=13, color="#1f2937")
+MAX_LABEL = 12
+
+
+def show_token(text: str, limit: int = MAX_LABEL) -> str:
+    """A token as a readable chip label: visible spaces and newlines, shortened, HTML-escaped."""
+    s = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
+    if not s:
+        s = "∅"
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return html.escape(s)
+
+
+def token_label(token_text: Mapping[int, str], tok: int, limit: int = MAX_LABEL) -> str:
+    return show_token(token_text.get(tok, f"<{tok}>"), limit)
+
+
+def method_name(method: str) -> str:
+    return html.escape(CATALOG[method].short if method in CATALOG else method)
+
+
+def base_layout(
+    fig: go.Figure, height: int, title: str | None = None, subtitle: str | None = None, legend_space: int = 0
+) -> go.Figure:
+    """The common frame: white background, the house font, margins that fit the labels.
+
+    The legend sits just under the plot, or, when `legend_space` > 0, at the bottom of the figure in a
+    band of that many pixels (clear of axis titles).
+    """
+    legend = dict(orientation="h", xanchor="left", x=0, font_size=12, yanchor="top", y=-0.04)
+    if legend_space:
+        legend.update(yref="container", yanchor="bottom", y=0)
+    fig.update_layout(
+        template="none",
+        height=height,
+        margin=dict(l=16, r=16, t=72 if title else 16, b=max(16, legend_space)),
+        font=FONT,
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        hoverlabel=dict(font_size=13, align="left"),
+        legend=legend,
+    )
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    if title:
+        fig.update_layout(
+            title=dict(
+                text=title,
+                x=0.01,
+                xanchor="left",
+                font_size=16,
+                subtitle=dict(text=subtitle or "", font=dict(size=12, color="#64748b")),
+            )
+        )
+    return fig
+
+
+def placeholder(message: str, height: int = 360, title: str | None = None) -> go.Figure:
+    """An empty figure that says, in words, what would be here and how to get it."""
+    fig = go.Figure()
+    fig.add_annotation(
+        text=html.escape(message).replace("\n", "<br>"),
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        font=dict(size=14, color="#64748b"),
+        align="center",
+    )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return base_layout(fig, height, title)
+
+
+def legend_entry(fig: go.Figure, name: str, color: str, symbol: str = "square", border: str | None = None) -> None:
+    """A legend-only item (the real marks are chips or bars drawn elsewhere)."""
+    line = dict(color=border, width=3) if border else None
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=name,
+            hoverinfo="skip",
+            marker=dict(color=color, size=12, symbol=symbol, line=line),
+        )
+    )
+
+
+def token_spans(trace: GenerationTrace) -> list[tuple[str, str]]:
+    """(token text, origin) per output token, for ``gr.HighlightedText`` with ``SPAN_COLORS``."""
+    return [(trace.token_text.get(t, f"<{t}>"), kind) for t, kind, _ in token_origins(trace)]
+
+
+def span_rounds(trace: GenerationTrace) -> list[int]:
+    """The round index of each span of `token_spans` (clicking a token selects its round)."""
+    return [r for _, _, r in token_origins(trace)]
+
+
+def _card(value: str, label: str, hint: str = "") -> str:
+    tip = f' title="{html.escape(hint)}"' if hint else ""
+    return f'<div class="sv-card"{tip}><div class="sv-value">{value}</div><div class="sv-label">{label}</div></div>'
+
+
+def summary_cards(s: Summary, speedup: float | None, method_label: str) -> str:
+    """The headline numbers of a run as a row of HTML cards."""
+    acc = "–" if s.acceptance is None else f"{100 * s.acceptance:.0f}%"
+    if speedup is None:
+        sp = "–"
+    else:
+        sp = f"{speedup:.2f}×"
+    cards = [
+        _card(
+            f"{s.tau:.2f}", "tokens / target call (τ)", "emitted tokens per verification round; 1.0 = autoregressive"
+        ),
+        _card(acc, "draft tokens accepted", "accepted / drafted tokens over the run"),
+        _card(f"{s.tokens_per_s:.1f}", "tokens / s", "wall clock, prefill included"),
+        _card(sp, "speed vs autoregressive", "tokens/s of this run over plain target-only decoding of the same prompt"),
+        _card(f"{s.tokens}", f"tokens in {s.rounds} rounds"),
+    ]
+    head = f'<div class="sv-method">{html.escape(method_label)}</div>'
+    return f'<div class="sv-cards">{head}{"".join(cards)}</div>'
