@@ -235,3 +235,10 @@ def test_main_respects_server_env(monkeypatch):
     monkeypatch.setattr(app.gr.Blocks, "launch", lambda self, **kw: seen.update(kw))
     app.main()
     assert seen["server_name"] == "127.0.0.2" and seen["server_port"] == 7999 and not seen.get("share")
+
+
+def test_the_run_endpoint_names_its_parameters_as_a_user_would(client):
+    api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    names = [p["parameter_name"] for p in api["/run"]["parameters"]]
+    assert names[:3] == ["prompt", "method", "k"] and "temperature" in names and "max_new_tokens" in names
+    assert not [n for n in names if n.endswith("_") or n.startswith("value_")], names

@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from specviz.core.config import METHODS, RunConfig
-from specviz.core.prompts import MAX_PROMPT_CHARS
+from specviz.core.prompts import check_text
 from specviz.methods.catalog import with_knobs
 
 _DEFAULT = RunConfig()
@@ -59,6 +59,4 @@ def make_run(
 def make_prompt(prompt) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("the prompt is empty: type a question or pick an example")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise ValueError(f"the prompt is {len(prompt):,} characters long; the limit here is {MAX_PROMPT_CHARS:,}")
-    return prompt
+    return check_text(prompt)

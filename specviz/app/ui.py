@@ -277,8 +277,8 @@ def build_ui() -> gr.Blocks:
             return [gr.update(visible=m in CATALOG and name in CATALOG[m].knobs) for name in knob]
 
         def on_run(
-            prompt_,
-            method_,
+            prompt,
+            method,
             k,
             h,
             budget,
@@ -286,25 +286,25 @@ def build_ui() -> gr.Blocks:
             depth,
             start_k,
             copy,
-            temp,
-            top_p_,
-            max_new_,
-            seed_,
-            pair_,
-            dtype_,
-            target_,
-            draft_,
-            drafter_,
-            compare_,
+            temperature,
+            top_p,
+            max_new_tokens,
+            seed,
+            pair,
+            dtype,
+            target,
+            draft,
+            drafter,
+            compare,
         ):
             try:
-                text = make_prompt(prompt_)
+                text = make_prompt(prompt)
                 run = make_run(
-                    method_, k, h, budget, width, depth, start_k, copy, temp, top_p_, max_new_, seed_, drafter_
+                    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed, drafter
                 )
-                model = session.model_config(pair_, dtype_, target_, draft_)
-                yield {status: f"Running **{label(method_)}** … (the first round includes the prompt's prefill)"}
-                trace, shown, path = None, 0.0, export_path(method_)
+                model = session.model_config(pair, dtype, target, draft)
+                yield {status: f"Running **{label(method)}** … (the first round includes the prompt's prefill)"}
+                trace, shown, path = None, 0.0, export_path(method)
                 with closing(session.stream(text, run, model)) as traces:  # Stop closes it: frees the model
                     for trace in traces:
                         if time.monotonic() - shown < STREAM_EVERY_S:
@@ -314,18 +314,18 @@ def build_ui() -> gr.Blocks:
                         yield render(
                             trace,
                             None,
-                            f"Running **{label(method_)}**: round {len(trace.rounds)}, "
+                            f"Running **{label(method)}**: round {len(trace.rounds)}, "
                             f"{_count(trace.output_ids, 'token')}",
                             path,
                             live=True,
                         )
                 base = None
-                if compare_:
+                if compare:
                     yield {
                         status: f"Done: {_count(trace.output_ids, 'token')} in {_count(trace.rounds, 'round')}. "
                         "Timing autoregressive decoding of the same prompt for the speedup …"
                     }
-                    base = trace if method_ == "ar" else session.baseline(text, run, model)
+                    base = trace if method == "ar" else session.baseline(text, run, model)
                 path.write_text(session.dump(trace, base), encoding="utf-8")
                 ending = ENDINGS.get(trace.stop, trace.stop)
                 yield render(
@@ -378,7 +378,7 @@ def build_ui() -> gr.Blocks:
             )
 
         def on_race(
-            prompt_,
+            prompt,
             methods,
             k,
             h,
@@ -387,25 +387,27 @@ def build_ui() -> gr.Blocks:
             depth,
             start_k,
             copy,
-            temp,
-            top_p_,
-            max_new_,
-            seed_,
-            pair_,
-            dtype_,
-            target_,
-            draft_,
-            drafter_,
+            temperature,
+            top_p,
+            max_new_tokens,
+            seed,
+            pair,
+            dtype,
+            target,
+            draft,
+            drafter,
         ):
             try:
-                text = make_prompt(prompt_)
+                text = make_prompt(prompt)
                 if not isinstance(methods, list) or not 2 <= len(methods) <= 4:
                     raise ValueError("pick 2 to 4 methods to race")
                 runs = [
-                    make_run(m, k, h, budget, width, depth, start_k, copy, temp, top_p_, max_new_, seed_, drafter_)
+                    make_run(
+                        m, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed, drafter
+                    )
                     for m in methods
                 ]
-                model = session.model_config(pair_, dtype_, target_, draft_)
+                model = session.model_config(pair, dtype, target, draft)
                 for done in session.race(text, runs, model):
                     yield race_figure(done)
             except (ValueError, RuntimeError, OSError) as e:

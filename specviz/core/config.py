@@ -18,6 +18,7 @@ METHODS = ("ar", "chain", "heuristic", "specdecpp", "dyspec", "kary", "sequoia",
 DRAFTERS = ("auto", "eagle", "model")
 DTYPES = ("auto", "bf16", "fp32")  # auto: see ModelConfig
 MAX_NEW_TOKENS_LIMIT = 2048
+MIN_TEMPERATURE = 0.01  # below it logits / T leave float range for large logits; 0 is greedy
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -43,6 +44,11 @@ class SamplingConfig:
             "temperature must be a number",
         )
         _check(self.temperature >= 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        _check(
+            self.temperature == 0 or self.temperature >= MIN_TEMPERATURE,
+            f"temperature {self.temperature:g} is too small to sample with; use 0 for greedy decoding "
+            f"or at least {MIN_TEMPERATURE:g}",
+        )
         _check(self.temperature <= 100, f"temperature {self.temperature} is absurd; use a value in [0, 100]")
         _check(int(self.top_k) == self.top_k and self.top_k >= 0, f"top_k must be an integer >= 0, got {self.top_k}")
         _check(0 < self.top_p <= 1, f"top_p must lie in (0, 1], got {self.top_p}")

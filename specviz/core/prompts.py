@@ -23,12 +23,24 @@ def check_prompt(prompt_ids: Sequence[int], vocab_size: int) -> None:
         raise ValueError(f"prompt ids must lie in [0, {vocab_size})")
 
 
-def encode_prompt(tokenizer, text: str, chat: bool = True) -> list[int]:
-    """User text -> ids, wrapped in the tokenizer's chat template when it has one."""
+def check_text(text: str) -> str:
+    """User text that the tokenizer can take: non-empty, within MAX_PROMPT_CHARS, valid Unicode."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("the prompt is empty: type something for the model to continue")
     if len(text) > MAX_PROMPT_CHARS:
         raise ValueError(f"the prompt is {len(text):,} characters long; the limit is {MAX_PROMPT_CHARS:,}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"the prompt holds a character that is not valid Unicode text at position {e.start}; remove it"
+        ) from None
+    return text
+
+
+def encode_prompt(tokenizer, text: str, chat: bool = True) -> list[int]:
+    """User text -> ids, wrapped in the tokenizer's chat template when it has one."""
+    check_text(text)
     if chat and getattr(tokenizer, "chat_template", None):
         enc = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
         ids = enc["input_ids"] if hasattr(enc, "keys") else enc
@@ -42,6 +54,8 @@ def encode_prompt(tokenizer, text: str, chat: bool = True) -> list[int]:
 
 def read_prompts(path: str | Path, limit: int | None = None) -> list[dict]:
     """A JSON-lines file of objects with a `turns` list (Spec-Bench shape); the first turn is the prompt."""
+    if not Path(path).is_file():
+        raise ValueError(f"{path} is not a file: name a JSON-lines file of prompts")
     out = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):

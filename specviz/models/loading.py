@@ -262,8 +262,34 @@ def check_tokenizers(tok_t, tok_d, t_name: str, d_name: str) -> None:
         raise ValueError(f"tokenizers differ: EOS id {tok_t.eos_token_id} (target) vs {tok_d.eos_token_id} (draft)")
 
 
+MAX_SOURCE_CHARS = 1024  # a local path or a hub id
+
+
+def check_source(src: str | None, what: str) -> None:
+    """Refuse a model source that no loader could use, before any library sees it: too long, not text, a file that
+    is not GGUF, or a folder that holds no model. A name that is not on disk is taken for a hub id."""
+    if src is None or src == "none":
+        return
+    if not isinstance(src, str) or not src.strip():
+        raise ValueError(f"the {what} must be a folder, a .gguf file or a hub id; got {src!r}")
+    if len(src) > MAX_SOURCE_CHARS or any(len(part) > 255 for part in Path(src).parts):
+        raise ValueError(
+            f"the {what} path is {len(src):,} characters long; name a folder, a .gguf file or a hub id "
+            f"of at most {MAX_SOURCE_CHARS} characters"
+        )
+    p = Path(src).expanduser()
+    if p.is_file() and p.suffix != ".gguf":
+        raise ValueError(f"the {what} {src} is a file but not a .gguf file: name a model folder or a .gguf file")
+    if p.is_dir() and not any((p / f).exists() for f in ("config.json", "draft.safetensors", "eagle.safetensors")):
+        raise ValueError(
+            f"the {what} folder {src} holds no model (no config.json): name a folder saved by transformers"
+        )
+
+
 def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
     """Load target and draft as described by `cfg`; None means the offline defaults."""
+    for src, what in ((cfg.target, "target"), (cfg.draft, "draft"), (cfg.eagle, "EAGLE drafter")):
+        check_source(src, what)
     device = resolve_device(cfg.device)
     dtype_name = resolve_dtype(cfg.dtype, device)
     dtype = TORCH_DTYPES[dtype_name]

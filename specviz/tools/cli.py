@@ -11,7 +11,6 @@ import json
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -23,7 +22,8 @@ from specviz.core.config import (
     RunConfig,
     SamplingConfig,
 )
-from specviz.core.prompts import encode_prompt, read_prompts
+from specviz.core.output import check_output, replacing
+from specviz.core.prompts import check_text, encode_prompt, read_prompts
 from specviz.engine.record import generate
 from specviz.methods.catalog import METHODS, with_knobs
 from specviz.models.loading import load_pair
@@ -70,9 +70,9 @@ def _generate_parser(sub):
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="one user message (wrapped in the target's chat template)")
     src.add_argument("--prompts", help="JSON-lines file with a 'turns' list per line (Spec-Bench shape)")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N prompts of --prompts")
+    p.add_argument("--limit", type=positive(int), default=None, help="use only the first N prompts of --prompts")
     p.add_argument("--method", choices=METHODS, default=_D.method)
-    p.add_argument("--k", type=int, default=None, help="draft length K (chain, lookup), start K (heuristic)")
+    p.add_argument("--k", type=positive(int), default=None, help="draft length K (chain, lookup), start K (heuristic)")
     p.add_argument(
         "--copy",
         action=argparse.BooleanOptionalAction,
@@ -80,12 +80,12 @@ def _generate_parser(sub):
         help="drafting methods (not ar, lookup): also copy tokens from the context (prompt lookup) "
         "where that beats the draft",
     )
-    p.add_argument("--threshold", type=float, default=None, help="SpecDec++ stop threshold h")
-    p.add_argument("--k-max", type=int, default=None, help="SpecDec++ maximum draft length")
-    p.add_argument("--budget", type=int, default=None, help="tree node budget (dyspec, sequoia)")
-    p.add_argument("--width", type=int, default=None, help="k-ary tree width")
-    p.add_argument("--depth", type=int, default=None, help="k-ary tree depth")
-    p.add_argument("--max-new-tokens", type=int, default=_D.max_new_tokens)
+    p.add_argument("--threshold", type=positive(float), default=None, help="SpecDec++ stop threshold h")
+    p.add_argument("--k-max", type=positive(int), default=None, help="SpecDec++ maximum draft length")
+    p.add_argument("--budget", type=positive(int), default=None, help="tree node budget (dyspec, sequoia)")
+    p.add_argument("--width", type=positive(int), default=None, help="k-ary tree width")
+    p.add_argument("--depth", type=positive(int), default=None, help="k-ary tree depth")
+    p.add_argument("--max-new-tokens", type=positive(int), default=_D.max_new_tokens)
     p.add_argument("--temperature", type=float, default=_D.sampling.temperature)
     p.add_argument("--top-p", type=float, default=_D.sampling.top_p)
     p.add_argument("--top-k", type=int, default=_D.sampling.top_k)
@@ -113,17 +113,37 @@ def _generate_parser(sub):
         default=_D.drafter,
         help="who drafts: the EAGLE drafter, the standalone draft, or auto (EAGLE where available)",
     )
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=positive(int), default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--out", required=True, help="output JSON-lines file, one GenerationTrace per prompt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def cmd_generate(a: argparse.Namespace) -> int:
+def positive(kind: type):
+    """An argparse type: a number of `kind` that is at least 1 (a zero is refused, never taken for the default)."""
 
+    def parse(text: str):
+        try:
+            x = kind(text)
+        except ValueError:
+            noun = "whole number" if kind is int else "number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {noun}") from None
+        if not x > 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return x
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+def cmd_generate(a: argparse.Namespace) -> int:
+    # every argument is checked before a model loads
+    run = run_config(a)
+    if a.prompt is not None:
+        check_text(a.prompt)
+    prompts = [{"turns": [a.prompt]}] if a.prompt is not None else read_prompts(a.prompts, a.limit)
+    check_output(a.out)
     if a.threads:
         torch.set_num_threads(a.threads)
-    run = run_config(a)  # validate before loading models
-    prompts = [{"turns": [a.prompt]}] if a.prompt is not None else read_prompts(a.prompts, a.limit)
     t0 = time.perf_counter()
     pair = load_pair(
         ModelConfig(
@@ -137,9 +157,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     encoded = [encode_prompt(pair.tokenizer, p["turns"][0]) for p in prompts]
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     tokens = ms = 0
-    with open(a.out, "w", encoding="utf-8") as f:
+    with replacing(a.out) as f:
         for p, ids in tqdm(list(zip(prompts, encoded)), desc=a.method, unit="prompt", disable=a.quiet, file=sys.stderr):
             trace = generate(pair, ids, run, prompt_text=p["turns"][0])
             d = trace.to_dict()
