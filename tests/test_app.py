@@ -53,7 +53,7 @@ def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):
         v["seed"],
         session.DEFAULT_PAIR,
         DTYPE,
-        "",
+        v.get("target", ""),
         "",
         v.get("drafter", D.drafter),
         compare,
@@ -113,21 +113,28 @@ def test_stop_cancels_a_run_and_frees_the_model(client):
 
 
 BAD_RUNS = {
-    "empty prompt": run_args(prompt="   "),
-    "huge prompt": run_args(prompt="x" * 100_000),
-    "absurd K": run_args(k=10**9),
-    "negative temperature": run_args(temperature=-5),
-    "absurd length": run_args(max_new=10**7),
-    "negative seed": run_args(seed=-1),
-    "unknown method": run_args(method="warp-drive"),
-    "unknown drafter": run_args(drafter="medusa"),
+    "empty prompt": (run_args(prompt="   "), "the prompt is empty"),
+    "huge prompt": (run_args(prompt="x" * 100_000), "100,000 characters long; the limit is 20,000"),
+    "absurd K": (run_args(k=10**9), "greater than maximum value 16"),
+    "negative temperature": (run_args(temperature=-5), "less than minimum value 0"),
+    "tiny temperature": (run_args(temperature=1e-30), "too small to sample with"),
+    "absurd length": (run_args(max_new=10**7), "greater than maximum value 512"),
+    "negative seed": (run_args(seed=-1), "less than minimum value 0"),
+    "unknown method": (run_args(method="warp-drive"), "not in the list of choices"),
+    "unknown drafter": (run_args(drafter="medusa"), "not in the list of choices"),
+    "huge target path": (run_args(target="/" + "x" * 50_000), "characters long"),
+    "a folder that is no model": (run_args(target="/tmp"), "holds no model"),
 }
 
 
 @pytest.mark.parametrize("name", list(BAD_RUNS))
-def test_bad_input_gives_an_error(client, name):
-    with pytest.raises(AppError):
-        client.predict(*BAD_RUNS[name], api_name="/run")
+def test_bad_input_gives_a_sentence_and_the_next_run_is_served(client, name):
+    args, needle = BAD_RUNS[name]
+    with pytest.raises(AppError) as e:
+        client.predict(*args, api_name="/run")
+    msg = str(e.value)
+    assert needle in msg and "Errno" not in msg and "Traceback" not in msg, msg
+    assert _run(client, *run_args(max_new=1))["status"].startswith("Done: 1 token")
 
 
 def _hostile_files(tmp: Path) -> dict[str, Path]:
@@ -242,3 +249,12 @@ def test_the_run_endpoint_names_its_parameters_as_a_user_would(client):
     names = [p["parameter_name"] for p in api["/run"]["parameters"]]
     assert names[:3] == ["prompt", "method", "k"] and "temperature" in names and "max_new_tokens" in names
     assert not [n for n in names if n.endswith("_") or n.startswith("value_")], names
+
+
+def test_keyword_call_from_the_api_docs(client):
+    """docs/api.md's example: named parameters, the rest at the page's defaults; the last output is the trace file."""
+    out = client.predict(prompt="Name a colour.", method="dyspec", max_new_tokens=2, compare=False, api_name="/run")
+    assert out[0].startswith("Done: 2 tokens")
+    file = out[-1]["value"] if isinstance(out[-1], dict) else out[-1]  # the DownloadButton's update, or its path
+    trace = json.loads(Path(file).read_text())
+    assert trace["method"] == "dyspec" and len(trace["output_ids"]) == 2

@@ -71,11 +71,13 @@ def _hold():
 
 
 def _pair(cfg: ModelConfig):
-    """The loaded pair for `cfg` (one pair kept in memory). Call with `_busy` held."""
+    """The loaded pair for `cfg` (one pair kept in memory; the new one loads before the old one goes, so a
+    failed load leaves the old one serving). Call with `_busy` held."""
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device)))  # "auto" == what it picks
     if cfg not in _pairs:
+        pair = load_pair(cfg, progress=lambda msg: print(msg, flush=True))  # a failed load keeps the loaded pair
         _pairs.clear()
-        _pairs[cfg] = load_pair(cfg, progress=lambda msg: print(msg, flush=True))
+        _pairs[cfg] = pair
     return _pairs[cfg]
 
 
@@ -112,23 +114,39 @@ def run_to_end(prompt: str, run: RunConfig, model: ModelConfig) -> GenerationTra
     return trace
 
 
-def baseline(prompt: str, run: RunConfig, model: ModelConfig) -> GenerationTrace:
-    """Autoregressive decoding of the same prompt with the same sampling and length; cached."""
+def baseline_stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[GenerationTrace]:
+    """Autoregressive decoding of the same prompt with the same sampling and length, yielding the trace so far after
+    every round (so a caller can stop it between any two); the last one is the whole run, and it is cached."""
     key = (model, prompt, run.sampling, run.max_new_tokens)
     if key not in _baselines:
-        _baselines[key] = run_to_end(prompt, replace(run, method="ar"), model)
+        trace = None
+        for trace in stream(prompt, replace(run, method="ar"), model):
+            yield trace
+        _baselines[key] = trace
         while len(_baselines) > BASELINE_CACHE:
             _baselines.popitem(last=False)
     _baselines.move_to_end(key)
-    return _baselines[key]
+    yield _baselines[key]
 
 
-def race(prompt: str, runs: Sequence[RunConfig], model: ModelConfig) -> Iterator[list[GenerationTrace]]:
-    """Each method in turn on the same prompt (timed alone); yields the finished traces so far."""
+def baseline(prompt: str, run: RunConfig, model: ModelConfig) -> GenerationTrace:
+    """The autoregressive run of the same prompt (`baseline_stream`'s last trace)."""
+    trace = None
+    for trace in baseline_stream(prompt, run, model):  # noqa: B007  (the last one is the whole run)
+        pass
+    return trace
+
+
+def race(prompt: str, runs: Sequence[RunConfig], model: ModelConfig) -> Iterator[tuple[list[GenerationTrace], bool]]:
+    """Each method in turn on the same prompt (timed alone). Yields (the finished traces so far, whether one just
+    finished) after every round, so a caller can stop the race between any two rounds."""
     done = []
     for run in runs:
-        done.append(run_to_end(prompt, run, model))
-        yield list(done)
+        trace = None
+        for trace in stream(prompt, run, model):  # noqa: B007  (the last one is the whole run)
+            yield done, False
+        done.append(trace)
+        yield list(done), True
 
 
 def dump(trace: GenerationTrace, base: GenerationTrace | None = None) -> str:

@@ -9,6 +9,7 @@ and its autoregressive baseline) lives in gr.State; the model pair is shared and
 
 from __future__ import annotations
 
+import html
 import os
 import tempfile
 import threading
@@ -54,6 +55,7 @@ RUN, MODEL = RunConfig(), ModelConfig()
 STREAM_EVERY_S = 0.3
 EXPORTS = Path(tempfile.gettempdir()) / "specviz-exports"
 EXPORT_TTL_S = 3600
+STATE_TTL_S = 3600
 ENDINGS = {"length": "reached max new tokens", "eos": "the model ended its answer"}
 
 
@@ -92,7 +94,8 @@ def build_ui() -> gr.Blocks:
     examples = session.example_prompts()
     recorded = session.recorded()
     with gr.Blocks(title="specviz: speculative decoding, round by round", delete_cache=(3600, EXPORT_TTL_S)) as demo:
-        st_trace, st_base = gr.State(None), gr.State(None)
+        st_trace = gr.State(None, time_to_live=STATE_TTL_S)  # per visitor; freed an hour after its last use
+        st_base = gr.State(None, time_to_live=STATE_TTL_S)
         gr.HTML(HEADER)
         with gr.Row(equal_height=False):
             # ---- controls
@@ -160,9 +163,11 @@ def build_ui() -> gr.Blocks:
                     pair = gr.Dropdown(list(session.PAIRS), value=session.DEFAULT_PAIR, label="pair")
                     dtype = gr.Radio(list(DTYPES), value=MODEL.dtype, label="dtype")
                     target = gr.Textbox(
-                        label="target (local folder or hub id; overrides the pair)", visible=not session.public()
+                        value="",
+                        label="target (local folder or hub id; overrides the pair)",
+                        visible=not session.public(),
                     )
-                    draft = gr.Textbox(label="draft (local folder or hub id)", visible=not session.public())
+                    draft = gr.Textbox(value="", label="draft (local folder or hub id)", visible=not session.public())
                     drafter = gr.Radio(
                         list(DRAFTERS),
                         value=RUN.drafter,
@@ -270,7 +275,7 @@ def build_ui() -> gr.Blocks:
                 pos_plot: position_figure(trace),
                 hist_plot: histogram_figure(trace),
                 calib_plot: calibration_figure(trace),
-                download: gr.DownloadButton(value=str(file)),
+                download: gr.skip() if live else gr.DownloadButton(value=str(file)),  # once, at the end
             }
 
         def on_method(m):
@@ -325,7 +330,13 @@ def build_ui() -> gr.Blocks:
                         status: f"Done: {_count(trace.output_ids, 'token')} in {_count(trace.rounds, 'round')}. "
                         "Timing autoregressive decoding of the same prompt for the speedup …"
                     }
-                    base = trace if method == "ar" else session.baseline(text, run, model)
+                    base = trace
+                    if method != "ar":
+                        with closing(session.baseline_stream(text, run, model)) as bases:  # Stop ends it too
+                            for base in bases:  # noqa: B007  (the last one is the whole run)
+                                if time.monotonic() - shown >= STREAM_EVERY_S:
+                                    shown = time.monotonic()
+                                    yield {status: gr.skip()}
                 path.write_text(session.dump(trace, base), encoding="utf-8")
                 ending = ENDINGS.get(trace.stop, trace.stop)
                 yield render(
@@ -373,7 +384,8 @@ def build_ui() -> gr.Blocks:
             return render(
                 trace,
                 base,
-                f"Recorded trace **{name}**: prompt “{trace.prompt_text[:80]}”. Press Run to decode it live.",
+                f"Recorded trace **{name}**: prompt “{html.escape(trace.prompt_text[:80])}”. "
+                "Press Run to decode it live.",
                 paths[name],
             )
 
@@ -408,8 +420,9 @@ def build_ui() -> gr.Blocks:
                     for m in methods
                 ]
                 model = session.model_config(pair, dtype, target, draft)
-                for done in session.race(text, runs, model):
-                    yield race_figure(done)
+                with closing(session.race(text, runs, model)) as steps:  # Stop ends it between any two rounds
+                    for done, finished in steps:
+                        yield race_figure(done) if finished else gr.skip()
             except (ValueError, RuntimeError, OSError) as e:
                 raise gr.Error(str(e)) from None
 

@@ -1,6 +1,7 @@
 """Records that decoding yields and the dashboard draws: plain Python values, JSON round trip.
 
-No torch at import: traces can be loaded, compared and drawn without any model.
+No torch at import: traces can be loaded, compared and drawn without any model. A trace file is validated
+against its schema (`core.schema`) before any of it is used.
 
 Notation (declared once, used everywhere): ``q`` is the draft's probability of a drafted
 token, ``p`` the target's probability of that token in the same context (both after the
@@ -11,8 +12,9 @@ the last committed token; every other node is a drafted token.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
+
+from specviz.core.schema import validate
 
 ROOT, ACCEPTED, REJECTED, UNVISITED = "root", "accepted", "rejected", "unvisited"
 STATUSES = (ROOT, ACCEPTED, REJECTED, UNVISITED)
@@ -103,12 +105,12 @@ class GenerationTrace:
 
     @classmethod
     def from_dict(cls, d: dict) -> GenerationTrace:
+        """A trace from its dict form, as JSON would carry it (tuples read as lists, keys as strings)."""
         try:
-            return _trace_from_dict(d)
-        except ValueError:
-            raise
-        except (KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"not a specviz trace: {type(e).__name__}: {e}") from None
+            d = json.loads(json.dumps(d))
+        except (TypeError, ValueError, RecursionError):
+            raise ValueError("a trace must hold JSON values only (objects, lists, strings, numbers)") from None
+        return _trace_from_dict(d)
 
     @classmethod
     def from_json(cls, s: str | bytes) -> GenerationTrace:
@@ -118,97 +120,47 @@ class GenerationTrace:
             d = json.loads(s)
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             raise ValueError(f"trace file is not valid JSON: {e}") from None
-        return cls.from_dict(d)
+        return _trace_from_dict(d)
 
 
-def _num(x, name, allow_none=False):
-    if x is None and allow_none:
-        return None
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        raise ValueError(f"trace field {name} must be a finite number, got {x!r}")
-    return x
-
-
-def _ints(xs, name):
-    if not isinstance(xs, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in xs):
-        raise ValueError(f"trace field {name} must be a list of integers")
-    return tuple(xs)
-
-
-def _round_from_dict(r: dict) -> RoundTrace:
-    if not isinstance(r, dict):
-        raise ValueError("each round must be a JSON object")
-    t = r["tree"]
-    tree = DraftTree(
-        _ints(t["tokens"], "tree.tokens"), _ints(t["parents"], "tree.parents"), tuple(_num(x, "tree.q") for x in t["q"])
-    )
-    status = tuple(r["status"])
-    if len(status) != len(tree) or any(s not in STATUSES for s in status):
-        raise ValueError(f"round {r.get('index')}: status must give one of {STATUSES} per tree node")
-    p = tuple(_num(x, "p", allow_none=True) for x in r["p"])
-    if len(p) != len(tree):
-        raise ValueError(f"round {r.get('index')}: p must have one entry per tree node")
-    path = _ints(r["accepted_path"], "accepted_path")
-    if any(not (0 < i < len(tree)) for i in path):
-        raise ValueError(f"round {r.get('index')}: accepted_path names a node outside the tree")
-    opt = {}
-    for k in ("accept_probs", "stop_probs"):
-        if r.get(k) is not None:
-            opt[k] = tuple(_num(x, k) for x in r[k])
-    for k in ("threshold",):
-        if r.get(k) is not None:
-            opt[k] = _num(r[k], k)
-    if r.get("copied") is not None:
-        opt["copied"] = _ints(r["copied"], "copied")
-        if any(not (0 < i < len(tree)) for i in opt["copied"]):
-            raise ValueError(f"round {r.get('index')}: copied names a node outside the tree")
-    if r.get("stop_reason") is not None:
-        opt["stop_reason"] = str(r["stop_reason"])
-    if r.get("hindsight_k") is not None:
-        opt["hindsight_k"] = int(_num(r["hindsight_k"], "hindsight_k"))
-    return RoundTrace(
-        index=int(_num(r["index"], "index")),
-        context_len=int(_num(r["context_len"], "context_len")),
-        tree=tree,
-        status=status,
-        p=p,
-        accepted_path=path,
-        emitted=_ints(r["emitted"], "emitted"),
-        correction=str(r["correction"]),
-        draft_ms=_num(r["draft_ms"], "draft_ms"),
-        verify_ms=_num(r["verify_ms"], "verify_ms"),
-        overhead_ms=_num(r.get("overhead_ms", 0.0), "overhead_ms"),
-        draft_forwards=int(_num(r.get("draft_forwards", 0), "draft_forwards")),
-        **opt,
-    )
+def _tuple(xs):
+    return None if xs is None else tuple(xs)
 
 
 def _trace_from_dict(d: dict) -> GenerationTrace:
-    if not isinstance(d, dict):
-        raise ValueError("a trace must be a JSON object")
-    if d.get("format", TRACE_FORMAT) != TRACE_FORMAT:
-        raise ValueError(f"unsupported trace format {d.get('format')!r} (expected {TRACE_FORMAT})")
-    if not isinstance(d["rounds"], list):
-        raise ValueError("trace field rounds must be a list")
-    tt = d.get("token_text", {})
-    if not isinstance(tt, dict) or any(not isinstance(v, str) for v in tt.values()):
-        raise ValueError("trace field token_text must map token ids to strings")
-    try:
-        token_text = {int(k): v for k, v in tt.items()}
-    except ValueError:
-        raise ValueError("token_text keys must be integer token ids") from None
-    cfg = d.get("config", {})
-    if not isinstance(cfg, dict):
-        raise ValueError("trace field config must be an object")
+    f = validate(d)
+    rounds = tuple(
+        RoundTrace(
+            index=r.index,
+            context_len=r.context_len,
+            tree=DraftTree(tuple(r.tree.tokens), tuple(r.tree.parents), tuple(r.tree.q)),
+            status=tuple(r.status),
+            p=tuple(r.p),
+            accepted_path=tuple(r.accepted_path),
+            emitted=tuple(r.emitted),
+            correction=r.correction,
+            draft_ms=r.draft_ms,
+            verify_ms=r.verify_ms,
+            overhead_ms=r.overhead_ms,
+            draft_forwards=r.draft_forwards,
+            copied=_tuple(r.copied),
+            accept_probs=_tuple(r.accept_probs),
+            stop_probs=_tuple(r.stop_probs),
+            threshold=r.threshold,
+            stop_reason=r.stop_reason,
+            hindsight_k=r.hindsight_k,
+        )
+        for r in f.rounds
+    )
     return GenerationTrace(
-        method=str(d["method"]),
-        config=cfg,
-        prompt_ids=_ints(d["prompt_ids"], "prompt_ids"),
-        output_ids=_ints(d["output_ids"], "output_ids"),
-        rounds=tuple(_round_from_dict(r) for r in d["rounds"]),
-        token_text=token_text,
-        total_ms=_num(d.get("total_ms", 0.0), "total_ms"),
-        prompt_text=str(d.get("prompt_text", "")),
-        models=dict(d.get("models", {})),
-        stop=str(d.get("stop", "length")),
+        method=f.method,
+        config=f.config,
+        prompt_ids=tuple(f.prompt_ids),
+        output_ids=tuple(f.output_ids),
+        rounds=rounds,
+        token_text={int(k): v for k, v in f.token_text.items()},
+        total_ms=f.total_ms,
+        prompt_text=f.prompt_text,
+        models=f.models,
+        stop=f.stop,
     )

@@ -42,6 +42,7 @@ def collect(
     models = {
         **pair.info,
         "drafter": kind,
+        "vocab_size": pair.target.vocab_size,
         "context_vocab": bool(getattr(lm, "context_vocab", False)),
         "draft_half_rows": bool(getattr(lm, "half_rows", False)),
         "row_kernel": rowkernel.enabled() and kernels.wanted(pair.target.model),

@@ -1,0 +1,138 @@
+"""The trace file's schema: what a specviz trace (JSON) may hold, checked by pydantic before any field is used.
+
+`GenerationTrace.from_dict` validates through `TraceFile`; `json_schema()` is the published form
+(docs/trace.schema.json), so other tools can write traces the dashboard replays. Beyond types and ranges the
+schema holds the invariants that make a trace mean something: topological parents, one status per node with the
+root first, an accepted path that is a path from the root through accepted nodes, emitted tokens that add up to
+the output, token ids inside the vocabulary the trace names, probabilities in [0, 1], and bounded sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from specviz.core.config import MAX_NEW_TOKENS_LIMIT, METHODS
+from specviz.core.prompts import MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS
+
+MAX_TREE_NODES = 257  # a budget of 256 drafted nodes and the root
+MAX_ROUNDS = MAX_NEW_TOKENS_LIMIT
+MAX_IDS = MAX_PROMPT_TOKENS + MAX_NEW_TOKENS_LIMIT
+MAX_TOKEN_TEXT = 256  # characters of one token's text
+MAX_VOCAB = 2**24
+
+TokenId = Annotated[int, Field(ge=0, lt=MAX_VOCAB)]
+Prob = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Ms = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0)]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class Tree(_Record):
+    tokens: list[TokenId] = Field(min_length=1, max_length=MAX_TREE_NODES)
+    parents: list[int] = Field(max_length=MAX_TREE_NODES)
+    q: list[Prob] = Field(max_length=MAX_TREE_NODES)
+
+    @model_validator(mode="after")
+    def _topological(self):
+        if not len(self.tokens) == len(self.parents) == len(self.q):
+            raise ValueError("tokens, parents and q must have one entry per node")
+        if self.parents[0] != -1 or any(not 0 <= p < i for i, p in enumerate(self.parents[1:], 1)):
+            raise ValueError("parents must be topological: parents[0] is -1 and 0 <= parents[i] < i")
+        return self
+
+
+class Round(_Record):
+    index: Count
+    context_len: Annotated[int, Field(ge=1)]
+    tree: Tree
+    status: list[Literal["root", "accepted", "rejected", "unvisited"]]
+    p: list[Prob | None]
+    accepted_path: list[int]
+    emitted: list[TokenId] = Field(max_length=MAX_TREE_NODES)
+    correction: Literal["bonus", "resample"]
+    draft_ms: Ms
+    verify_ms: Ms
+    overhead_ms: Ms = 0.0
+    draft_forwards: Count = 0
+    copied: list[int] | None = None
+    accept_probs: list[Prob] | None = Field(None, max_length=MAX_TREE_NODES)
+    stop_probs: list[Prob] | None = Field(None, max_length=MAX_TREE_NODES)
+    threshold: Prob | None = None
+    stop_reason: Literal["threshold", "k_max", "eos", "budget"] | None = None
+    hindsight_k: Count | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        n, parents = len(self.tree.tokens), self.tree.parents
+        if len(self.status) != n or len(self.p) != n:
+            raise ValueError("status and p must have one entry per tree node")
+        if self.status[0] != "root" or "root" in self.status[1:]:
+            raise ValueError("node 0, and only node 0, has status root")
+        prev = 0
+        for u in self.accepted_path:
+            if not (0 < u < n and parents[u] == prev and self.status[u] == "accepted"):
+                raise ValueError("accepted_path must run from the root down through accepted nodes of the tree")
+            prev = u
+        if any(not 0 < u < n for u in self.copied or ()):
+            raise ValueError("copied names a node outside the tree")
+        if len(self.emitted) > len(self.accepted_path) + 1:
+            raise ValueError("a round emits its accepted tokens and at most one more")
+        return self
+
+
+class TraceFile(_Record):
+    format: Literal["specviz-trace/1"] = "specviz-trace/1"
+    method: Literal[METHODS]
+    config: dict = Field(default_factory=dict)
+    prompt_ids: list[TokenId] = Field(max_length=MAX_IDS)
+    output_ids: list[TokenId] = Field(max_length=MAX_IDS)
+    rounds: list[Round] = Field(max_length=MAX_ROUNDS)
+    token_text: dict[str, Annotated[str, Field(max_length=MAX_TOKEN_TEXT)]] = Field(
+        default_factory=dict, max_length=MAX_IDS
+    )
+    total_ms: Ms = 0.0
+    prompt_text: str = Field("", max_length=MAX_PROMPT_CHARS)
+    models: dict = Field(default_factory=dict)
+    stop: Literal["length", "eos"] = "length"
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        emitted = [t for r in self.rounds for t in r.emitted]
+        if emitted != self.output_ids:
+            raise ValueError(
+                f"output_ids ({len(self.output_ids)} tokens) must be the rounds' emitted tokens "
+                f"({len(emitted)} in {len(self.rounds)} rounds)"
+            )
+        if any(r.index != i for i, r in enumerate(self.rounds)):
+            raise ValueError("rounds must be numbered 0, 1, 2, ... in order")
+        if any(not k.isdigit() for k in self.token_text):
+            raise ValueError("token_text keys must be token ids")
+        vocab = self.models.get("vocab_size")
+        if vocab is not None:
+            ids = [*self.prompt_ids, *self.output_ids, *(t for r in self.rounds for t in r.tree.tokens)]
+            if not isinstance(vocab, int) or any(t >= vocab for t in ids):
+                raise ValueError(f"every token id must lie inside the vocabulary of {vocab} the trace names")
+        return self
+
+
+def validate(d: object) -> TraceFile:
+    """`d` (parsed JSON) as a TraceFile, or a ValueError naming the first field that is wrong and why."""
+    if not isinstance(d, dict):
+        raise ValueError("a trace must be a JSON object")
+    try:
+        return TraceFile.model_validate(d)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        where = ".".join(str(x) for x in err["loc"]) or "the trace"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ValueError(f"not a valid specviz trace: {where}: {msg}") from None
+
+
+def json_schema() -> dict:
+    """The published JSON Schema of a trace file (docs/trace.schema.json)."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **TraceFile.model_json_schema()}
