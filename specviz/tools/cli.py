@@ -30,6 +30,7 @@ from specviz.models.loading import load_pair
 from specviz.tools.acceptance import main as acceptance_main
 from specviz.tools.bench.run import main as bench_main
 from specviz.tools.budget import main as budget_main
+from specviz.tools.loadtest import main as loadtest_main
 from specviz.tools.lookup_priors import main as lookup_priors_main
 from specviz.tools.record import main as record_main
 from specviz.tools.screenshot import main as screenshot_main
@@ -187,6 +188,7 @@ TOOLS = {
     "lookup-priors": lookup_priors_main,
     "record": record_main,
     "screenshot": screenshot_main,
+    "loadtest": loadtest_main,
 }
 
 
