@@ -2,6 +2,9 @@
 sampling numbers, model paths and result files. A message never carries an exception's class name or an Errno."""
 
 import re
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -119,3 +122,26 @@ def test_a_failed_write_keeps_the_earlier_result(tmp_path):
     with replacing(out) as f:
         f.write("new\n")
     assert out.read_text() == "new\n"
+
+
+SILENT_HUB = """
+import socket, sys, threading
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(50); held = []
+threading.Thread(target=lambda: [held.append(srv.accept()[0]) for _ in iter(int, 1)], daemon=True).start()
+import os
+os.environ.update(HF_ENDPOINT=f"http://127.0.0.1:{srv.getsockname()[1]}", HF_HUB_OFFLINE="0", HF_HOME=sys.argv[1])
+import specviz.models.loading as L
+L.HUB_TIMEOUT_S, L.HUB_DEADLINE_S = 1.0, 4.0
+from specviz.tools.cli import main
+sys.exit(main(["generate", "--prompt", "hi", "--target", "someorg/some-model", "--out", sys.argv[1] + "/t.json"]))
+"""
+
+
+def test_a_silent_hub_ends_a_load_with_a_message(tmp_path):
+    """A hub that accepts connections and never answers: the load gives up at its deadline, with a sentence."""
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", SILENT_HUB, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "the model hub did not answer within 4 s" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert time.monotonic() - t0 < 60

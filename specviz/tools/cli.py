@@ -209,6 +209,6 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
         return cmd_generate(a)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, TimeoutError) as e:
         print(f"specviz: error: {e}", file=sys.stderr)
         return 2

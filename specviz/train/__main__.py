@@ -12,7 +12,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"usage: python -m specviz.train {{{','.join(COMMANDS)}}} [options]")
     try:
         import_module(COMMANDS[argv[0]]).main(argv[1:])
-    except (ValueError, FileNotFoundError) as e:  # bad options, missing weights: a message, not a traceback
+    except (ValueError, FileNotFoundError, TimeoutError) as e:  # bad options, missing weights: a sentence
         raise SystemExit(f"specviz.train {argv[0]}: error: {e}") from None
 
 

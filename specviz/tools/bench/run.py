@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         settings = parse_settings(a.methods, cfg, list(BUILDERS))
         rows = stratified(read_prompts(a.prompts), cfg.n_prompts, cfg.seed)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, TimeoutError) as e:
         print(f"specviz bench: error: {e}", file=sys.stderr)
         return 2
     if a.threads:
