@@ -1,9 +1,10 @@
 """What the dashboard runs: the model pair (loaded once), a method as a stream of traces, the cached
 autoregressive baseline, example prompts and trace files. No gradio here; torch loads on first use.
 
-One decode runs at a time: the pair's KV caches are shared state, so every use of the pair holds
-`_busy`. Traces are timed inside the decode loop only, so tokens/s excludes the time a caller
-spends drawing between rounds.
+One decode runs at a time: the pair's KV caches are shared state, so every decode holds `_busy`.
+Loading a pair holds `_loading` instead, so a slow load does not stop runs on the loaded pair.
+Traces are timed inside the decode loop only, so tokens/s excludes the time a caller spends
+drawing between rounds.
 
 Trace files are ``GenerationTrace`` JSON; the app adds the autoregressive baseline of the same
 prompt under the extra key ``"baseline"`` (itself a trace), so a replay can show the speedup. Any
@@ -36,9 +37,11 @@ DEFAULT_PAIR = "SmolLM2-135M-Instruct + specviz draft (offline)"
 PAIRS = {DEFAULT_PAIR: ModelConfig()}  # the public allow-list: nothing else loads in public mode
 BASELINE_KEY = "baseline"
 BUSY_TIMEOUT_S = 300
+MODEL_SLOTS = 2  # requests the page lets in at once: one decoding, one loading a pair or next in line
 BASELINE_CACHE = 32
 
-_busy = threading.Lock()
+_busy = threading.Lock()  # held while a decode uses the pair's caches
+_loading = threading.Lock()  # held while a pair loads
 _pairs: dict[ModelConfig, object] = {}
 _baselines: OrderedDict[tuple, GenerationTrace] = OrderedDict()
 
@@ -61,39 +64,44 @@ def model_config(pair: str, dtype: str, target: str = "", draft: str = "") -> Mo
 
 
 @contextmanager
-def _hold():
-    if not _busy.acquire(timeout=BUSY_TIMEOUT_S):
-        raise RuntimeError("the model is busy with other runs; try again in a minute")
+def _hold(lock: threading.Lock = _busy, what: str = "the model is busy with other runs"):
+    if not lock.acquire(timeout=BUSY_TIMEOUT_S):
+        raise RuntimeError(f"{what}; try again in a minute")
     try:
         yield
     finally:
-        _busy.release()
+        lock.release()
 
 
 def _pair(cfg: ModelConfig):
-    """The loaded pair for `cfg` (one pair kept in memory; the new one loads before the old one goes, so a
-    failed load leaves the old one serving). Call with `_busy` held."""
+    """The loaded pair for `cfg`. One pair is kept in memory: a new one loads under `_loading`, never `_busy`,
+    so a slow load (a big model, a slow hub) does not hold up runs on the pair already loaded; the new pair
+    replaces the old only once it has loaded, so a failed load leaves the old one serving. A run still
+    decoding on the old pair keeps it until it ends."""
     cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device)))  # "auto" == what it picks
-    if cfg not in _pairs:
-        pair = load_pair(cfg, progress=lambda msg: print(msg, flush=True))  # a failed load keeps the loaded pair
-        _pairs.clear()
-        _pairs[cfg] = pair
-    return _pairs[cfg]
+    if cfg in _pairs:
+        return _pairs[cfg]
+    with _hold(_loading, "another model pair is loading"):
+        if cfg not in _pairs:
+            pair = load_pair(cfg, progress=lambda msg: print(msg, flush=True))
+            _pairs.clear()
+            _pairs[cfg] = pair
+        return _pairs[cfg]
 
 
 def warm_up(cfg: ModelConfig = PAIRS[DEFAULT_PAIR]) -> None:
     """Load the default pair and run two tokens through it ahead of the first click (the first forwards
     of a fresh process are slow); run in a background thread at launch."""
+    pair = _pair(cfg)
     with _hold():
-        pair = _pair(cfg)
         for _ in iter_rounds(pair, encode_prompt(pair.tokenizer, "Hi"), RunConfig(max_new_tokens=2)):
             pass
 
 
 def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[GenerationTrace]:
     """Decode `prompt` with `run.method`, yielding the trace so far after every verified round."""
+    pair = _pair(model)
     with _hold():
-        pair = _pair(model)
         ids = encode_prompt(pair.tokenizer, prompt)
         rounds, spent = [], 0.0
         it = iter_rounds(pair, ids, run)

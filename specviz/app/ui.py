@@ -435,7 +435,7 @@ def build_ui() -> gr.Blocks:
             views,
             api_name="run",
             concurrency_id="model",
-            concurrency_limit=1,
+            concurrency_limit=session.MODEL_SLOTS,
         )
         race_ev = race_btn.click(
             on_race,
@@ -443,7 +443,7 @@ def build_ui() -> gr.Blocks:
             race_plot,
             api_name="race",
             concurrency_id="model",
-            concurrency_limit=1,
+            concurrency_limit=session.MODEL_SLOTS,
         )
         stop_btn.click(None, None, None, cancels=[run_ev, race_ev], api_visibility="private")
         round_slider.input(
