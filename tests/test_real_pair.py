@@ -8,6 +8,7 @@ from specviz.core.prompts import encode_prompt
 from specviz.engine.record import generate
 from specviz.models.lm import LM
 from specviz.models.loading import Pair, load_pair
+from specviz.viz.style import token_spans
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +75,12 @@ def test_default_pair_in_bf16_keeps_greedy_equality():
     ar = generate(pair, ids, replace(base, method="ar"))
     for run in (replace(base, method="chain"), replace(base, method="dyspec", dyspec=DySpecConfig(budget=8))):
         assert generate(pair, ids, run).output_ids == ar.output_ids, run.method
+
+
+def test_a_real_run_text_is_the_decode_of_its_ids(real_pair):
+    """Characters split across tokens survive: the trace's text and its spans join to the tokenizer's decode."""
+    ids = encode_prompt(real_pair.tokenizer, "Write 'thank you' in Japanese, Chinese and Korean, with one emoji.")
+    tr = generate(real_pair, ids, RunConfig(method="dyspec", max_new_tokens=48))
+    assert tr.text == real_pair.tokenizer.decode(list(tr.output_ids))
+    assert "".join(s for s, _ in token_spans(tr)) == tr.text
+    assert all("\ufffd" not in s for s in tr.token_text.values())

@@ -27,6 +27,7 @@ from specviz.core.assets import SPEC_BENCH, TRACES
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.device import resolve_device, resolve_dtype
 from specviz.core.prompts import encode_prompt
+from specviz.core.text import Detokenizer
 from specviz.core.trace import MAX_TRACE_BYTES, GenerationTrace
 from specviz.engine.loop import iter_rounds
 from specviz.engine.record import collect
@@ -103,7 +104,7 @@ def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[Generati
     pair = _pair(model)
     with _hold():
         ids = encode_prompt(pair.tokenizer, prompt)
-        rounds, spent = [], 0.0
+        rounds, spent, detok = [], 0.0, Detokenizer(pair.tokenizer)
         it = iter_rounds(pair, ids, run)
         while True:
             t0 = time.perf_counter()
@@ -112,7 +113,7 @@ def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[Generati
             if rnd is None:
                 return
             rounds.append(rnd)
-            yield collect(pair, ids, run, rounds, spent * 1e3, prompt)
+            yield collect(pair, ids, run, rounds, spent * 1e3, prompt, detok)
 
 
 def run_to_end(prompt: str, run: RunConfig, model: ModelConfig) -> GenerationTrace:

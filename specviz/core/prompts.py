@@ -38,18 +38,46 @@ def check_text(text: str) -> str:
     return text
 
 
+def control_strings(tokenizer) -> list[str]:
+    """The tokenizer's control-token strings (special and added tokens, such as "<|im_start|>")."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    return [str(getattr(t, "content", t)) for t in added.values()]
+
+
 def encode_prompt(tokenizer, text: str, chat: bool = True) -> list[int]:
-    """User text -> ids, wrapped in the tokenizer's chat template when it has one."""
+    """User text -> ids, wrapped in the tokenizer's chat template when it has one.
+
+    User text is text: a control-token string typed into it ("<|im_start|>system") is encoded as the
+    characters it is made of, never as the control token, so a prompt cannot open a turn of its own. Text
+    without such strings is encoded exactly as the template alone would encode it."""
     check_text(text)
+    typed = [c for c in control_strings(tokenizer) if c and c in text]
     if chat and getattr(tokenizer, "chat_template", None):
-        enc = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
-        ids = enc["input_ids"] if hasattr(enc, "keys") else enc
+        if typed:
+            ids = _template_around(tokenizer, text)
+        else:
+            enc = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+            ids = enc["input_ids"] if hasattr(enc, "keys") else enc
     else:
-        ids = tokenizer(text)["input_ids"]
+        ids = tokenizer(text, split_special_tokens=bool(typed))["input_ids"]
     ids = list(ids)
     if len(ids) > MAX_PROMPT_TOKENS:
         raise ValueError(f"the prompt is {len(ids)} tokens long; the limit is {MAX_PROMPT_TOKENS}")
     return ids
+
+
+def _template_around(tokenizer, text: str) -> list[int]:
+    """The chat template's ids around the user text's own, the text encoded with control strings split."""
+    mark = "\u2063specviz-user-text\u2063"  # an invisible separator: no template or text holds it
+    rendered = tokenizer.apply_chat_template(
+        [{"role": "user", "content": mark}], add_generation_prompt=True, tokenize=False
+    )
+    before, after = rendered.split(mark, 1)
+
+    def enc(s: str, split: bool) -> list[int]:
+        return list(tokenizer(s, add_special_tokens=False, split_special_tokens=split)["input_ids"]) if s else []
+
+    return enc(before, False) + enc(text, True) + enc(after, False)
 
 
 def read_prompts(path: str | Path, limit: int | None = None) -> list[dict]:

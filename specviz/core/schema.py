@@ -4,7 +4,8 @@
 (docs/trace.schema.json), so other tools can write traces the dashboard replays. Beyond types and ranges the
 schema holds the invariants that make a trace mean something: topological parents, one status per node with the
 root first, an accepted path that is a path from the root through accepted nodes, emitted tokens that add up to
-the output, token ids inside the vocabulary the trace names, probabilities in [0, 1], and bounded sizes.
+the output, output pieces that join to the output text, token ids inside the vocabulary the trace names,
+probabilities in [0, 1], and bounded sizes.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ class TraceFile(_Record):
     prompt_text: str = Field("", max_length=MAX_PROMPT_CHARS)
     models: dict = Field(default_factory=dict)
     stop: Literal["length", "eos"] = "length"
+    pieces: list[str] | None = Field(None, max_length=MAX_IDS)
+    text: str | None = Field(None, max_length=MAX_IDS * MAX_TOKEN_TEXT)
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -110,6 +113,11 @@ class TraceFile(_Record):
             )
         if any(r.index != i for i, r in enumerate(self.rounds)):
             raise ValueError("rounds must be numbered 0, 1, 2, ... in order")
+        if self.pieces is not None and len(self.pieces) != len(self.output_ids):
+            n, m = len(self.output_ids), len(self.pieces)
+            raise ValueError(f"pieces must hold one text per output id ({n}), not {m}")
+        if self.text is not None and self.pieces is not None and self.text != "".join(self.pieces):
+            raise ValueError("text must be the output's pieces joined")
         if any(not k.isdigit() for k in self.token_text):
             raise ValueError("token_text keys must be token ids")
         vocab = self.models.get("vocab_size")

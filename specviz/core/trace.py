@@ -89,14 +89,20 @@ class GenerationTrace:
     prompt_text: str = ""
     models: dict = field(default_factory=dict)
     stop: str = "length"
+    pieces: tuple[str, ...] | None = None  # the text each output id adds (core.text); None in older traces
 
     @property
     def text(self) -> str:
+        """The output as text: the tokenizer's decode of output_ids (older traces: their ids' labels joined)."""
+        if self.pieces is not None:
+            return "".join(self.pieces)
         return "".join(self.token_text.get(t, "") for t in self.output_ids)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["format"] = TRACE_FORMAT
+        if self.pieces is not None:
+            d["text"] = self.text
         d["token_text"] = {str(k): v for k, v in self.token_text.items()}
         return d
 
@@ -163,4 +169,5 @@ def _trace_from_dict(d: dict) -> GenerationTrace:
         prompt_text=f.prompt_text,
         models=f.models,
         stop=f.stop,
+        pieces=_tuple(f.pieces),
     )

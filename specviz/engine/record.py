@@ -9,6 +9,7 @@ import torch
 
 from specviz import kernels
 from specviz.core.config import RunConfig
+from specviz.core.text import Detokenizer, token_label
 from specviz.core.trace import GenerationTrace, RoundTrace
 from specviz.engine.loop import iter_rounds
 from specviz.kernels import rowkernel
@@ -19,10 +20,10 @@ from specviz.models.loading import Pair
 
 
 def token_texts(tokenizer, ids) -> dict[int, str]:
+    """The label of every id, alone (stray bytes of a split character read as <0xNN>)."""
     if tokenizer is None:
         return {int(i): f"<{i}>" for i in set(ids)}
-    ids = sorted(set(int(i) for i in ids))
-    return dict(zip(ids, tokenizer.batch_decode([[i] for i in ids])))
+    return {i: token_label(tokenizer, i) for i in sorted(set(int(i) for i in ids))}
 
 
 def collect(
@@ -32,8 +33,10 @@ def collect(
     rounds: Sequence[RoundTrace],
     total_ms: float,
     prompt_text: str = "",
+    detok: Detokenizer | None = None,
 ) -> GenerationTrace:
-    """Bundle rounds into a `GenerationTrace` with the text of every token id that appears."""
+    """Bundle rounds into a `GenerationTrace` with the label of every token id that appears and the text each
+    output id adds. Pass the same `detok` for each trace of a growing run to decode only the new ids."""
     out = [t for r in rounds for t in r.emitted]
     seen = set(prompt_ids) | set(out) | {t for r in rounds for t in r.tree.tokens}
     stop = "eos" if out and out[-1] in pair.eos_ids else "length"
@@ -60,6 +63,7 @@ def collect(
         prompt_text=prompt_text,
         models=models,
         stop=stop,
+        pieces=None if pair.tokenizer is None else tuple((detok or Detokenizer(pair.tokenizer)).pieces(out)),
     )
 
 

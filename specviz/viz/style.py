@@ -146,8 +146,13 @@ def legend_entry(fig: go.Figure, name: str, color: str, symbol: str = "square", 
 
 
 def token_spans(trace: GenerationTrace) -> list[tuple[str, str]]:
-    """(token text, origin) per output token, for ``gr.HighlightedText`` with ``SPAN_COLORS``."""
-    return [(trace.token_text.get(t, f"<{t}>"), kind) for t, kind, _ in token_origins(trace)]
+    """(token text, origin) per output token, for ``gr.HighlightedText`` with ``SPAN_COLORS``: the text each token
+    adds to the output (a token that ends inside a character adds "" and the next one carries it); older traces
+    without pieces show each id's own label."""
+    origins = token_origins(trace)
+    if trace.pieces is not None and len(trace.pieces) == len(origins):
+        return [(piece, kind) for piece, (_, kind, _) in zip(trace.pieces, origins)]
+    return [(trace.token_text.get(t, f"<{t}>"), kind) for t, kind, _ in origins]
 
 
 def span_rounds(trace: GenerationTrace) -> list[int]:
