@@ -19,7 +19,7 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 D = RunConfig()
 PROMPT = "Name three primary colours."
-OUTPUTS = ("status", "cards", "spans", "round", "tree", "stop", "speed", "pos", "hist", "calib", "download")
+OUTPUTS = ("status", "cards", "spans", "round", "tree", "stop", "speed", "pos", "hist", "calib", "download", "trace")
 
 
 def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):
@@ -249,12 +249,16 @@ def test_the_run_endpoint_names_its_parameters_as_a_user_would(client):
     names = [p["parameter_name"] for p in api["/run"]["parameters"]]
     assert names[:3] == ["prompt", "method", "k"] and "temperature" in names and "max_new_tokens" in names
     assert not [n for n in names if n.endswith("_") or n.startswith("value_")], names
+    outputs = [r["label"] for r in api["/run"]["returns"]]
+    assert outputs[0] == "status" and outputs[-1] == "trace" and "tree" in outputs, outputs
+    assert not [n for n in outputs if not n or n.startswith("value_")], outputs
 
 
 def test_keyword_call_from_the_api_docs(client):
-    """docs/api.md's example: named parameters, the rest at the page's defaults; the last output is the trace file."""
+    """docs/api.md's example: named parameters, the rest at the page's defaults; the last output is the trace."""
     out = client.predict(prompt="Name a colour.", method="dyspec", max_new_tokens=2, compare=False, api_name="/run")
     assert out[0].startswith("Done: 2 tokens")
-    file = out[-1]["value"] if isinstance(out[-1], dict) else out[-1]  # the DownloadButton's update, or its path
-    trace = json.loads(Path(file).read_text())
-    assert trace["method"] == "dyspec" and len(trace["output_ids"]) == 2
+    trace = out[-1]
+    assert trace["method"] == "dyspec" and len(trace["output_ids"]) == 2 and trace["text"]
+    file = out[-2]["value"] if isinstance(out[-2], dict) else out[-2]  # the DownloadButton's update, or its path
+    assert json.loads(Path(file).read_text()) == trace

@@ -158,12 +158,17 @@ def race(prompt: str, runs: Sequence[RunConfig], model: ModelConfig) -> Iterator
         yield list(done), True
 
 
-def dump(trace: GenerationTrace, base: GenerationTrace | None = None) -> str:
-    """A trace file: the trace, plus the autoregressive baseline when there is one."""
+def as_dict(trace: GenerationTrace, base: GenerationTrace | None = None) -> dict:
+    """A trace file's content: the trace, plus the autoregressive baseline when there is one."""
     d = trace.to_dict()
     if base is not None:
         d[BASELINE_KEY] = base.to_dict()
-    return json.dumps(d, ensure_ascii=False)
+    return d
+
+
+def dump(trace: GenerationTrace, base: GenerationTrace | None = None) -> str:
+    """A trace file (`as_dict` as JSON)."""
+    return json.dumps(as_dict(trace, base), ensure_ascii=False)
 
 
 def load(data: str | bytes) -> tuple[GenerationTrace, GenerationTrace | None]:

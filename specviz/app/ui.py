@@ -180,16 +180,17 @@ def build_ui() -> gr.Blocks:
                     )
                     with gr.Row():
                         download = gr.DownloadButton("Export trace (JSON)", value=None, size="sm")
+                        trace_json = gr.JSON(label="trace", visible=False)  # the API's copy of the trace file
                         upload = gr.UploadButton("Import trace", file_types=[".json"], size="sm")
                 if examples:
                     gr.Examples(examples=[[e] for e in examples], inputs=prompt, label="Example prompts (Spec-Bench)")
             # ---- views
             with gr.Column(scale=3):
-                status = gr.Markdown(elem_id="sv-status")
-                cards = gr.HTML()
+                status = gr.Markdown(label="status", elem_id="sv-status")
+                cards = gr.HTML(label="summary")
                 with gr.Row(equal_height=True):
-                    tree_plot = gr.Plot(show_label=False, elem_id="sv-tree", scale=3)
-                    stop_plot = gr.Plot(show_label=False, elem_id="sv-stop", scale=2)
+                    tree_plot = gr.Plot(label="tree", show_label=False, elem_id="sv-tree", scale=3)
+                    stop_plot = gr.Plot(label="stop probabilities", show_label=False, elem_id="sv-stop", scale=2)
                 with gr.Row(equal_height=False, elem_id="sv-stepper"):
                     prev_btn = gr.Button("◀ previous", size="sm", scale=0, min_width=110)
                     round_slider = gr.Slider(0, 1, value=0, step=1, label="Round", scale=8)
@@ -204,20 +205,20 @@ def build_ui() -> gr.Blocks:
                 )
                 with gr.Tabs():
                     with gr.Tab("Speedup"):
-                        speed_plot = gr.Plot(show_label=False, elem_id="sv-speed")
+                        speed_plot = gr.Plot(label="speedup", show_label=False, elem_id="sv-speed")
                     with gr.Tab("Over the run"):
                         with gr.Row():
-                            pos_plot = gr.Plot(show_label=False, elem_id="sv-pos")
-                            hist_plot = gr.Plot(show_label=False, elem_id="sv-hist")
+                            pos_plot = gr.Plot(label="acceptance per position", show_label=False, elem_id="sv-pos")
+                            hist_plot = gr.Plot(label="accepted lengths", show_label=False, elem_id="sv-hist")
                     with gr.Tab("Stop head"):
-                        calib_plot = gr.Plot(show_label=False, elem_id="sv-calib")
+                        calib_plot = gr.Plot(label="stop head calibration", show_label=False, elem_id="sv-calib")
                     with gr.Tab("Race"):
                         with gr.Row():
                             racers = gr.CheckboxGroup(
                                 method_choices, label="methods (2–4)", scale=4, value=["ar", "chain", "heuristic"]
                             )
                             race_btn = gr.Button("Race", variant="primary", scale=1)
-                        race_plot = gr.Plot(race_figure([]), show_label=False, elem_id="sv-race")
+                        race_plot = gr.Plot(race_figure([]), label="race", show_label=False, elem_id="sv-race")
                     with gr.Tab("Hardware"):
                         local = resolve_dtype(MODEL.dtype, resolve_device(MODEL.device))
                         gr.Plot(budget_figure(load_curves(), local), show_label=False, elem_id="sv-budget")
@@ -236,6 +237,7 @@ def build_ui() -> gr.Blocks:
             hist_plot,
             calib_plot,
             download,
+            trace_json,
         ]
 
         def render(trace, base, note, file, live=False):
@@ -257,6 +259,7 @@ def build_ui() -> gr.Blocks:
                     calib_plot: empty,
                     round_slider: gr.Slider(maximum=1, value=0),
                     download: gr.DownloadButton(value=None),
+                    trace_json: None,
                 }
             last = len(trace.rounds) - 1
             shown = last if live else showcase_round(trace.rounds)
@@ -276,6 +279,7 @@ def build_ui() -> gr.Blocks:
                 hist_plot: histogram_figure(trace),
                 calib_plot: calibration_figure(trace),
                 download: gr.skip() if live else gr.DownloadButton(value=str(file)),  # once, at the end
+                trace_json: gr.skip() if live else session.as_dict(trace, base),
             }
 
         def on_method(m):
