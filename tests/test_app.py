@@ -2,11 +2,13 @@
 once, bad input answered with an error while the app keeps serving, public-mode model allow-list."""
 
 import json
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 from app_server import DTYPE, app_url  # noqa: E402
 
@@ -124,6 +126,15 @@ BAD_RUNS = {
     "unknown drafter": (run_args(drafter="medusa"), "not in the list of choices"),
     "huge target path": (run_args(target="/" + "x" * 50_000), "characters long"),
     "a folder that is no model": (run_args(target="/tmp"), "holds no model"),
+    "top-p above 1": (run_args(top_p=5), "greater than maximum value 1"),
+    "a zero budget": (run_args(budget=0), "less than minimum value 1"),
+    "a zero tree width": (run_args(width=0), "less than minimum value 1"),
+    "a threshold above 1": (run_args(h=2), "greater than maximum value"),
+    "a word for K": (run_args(k="many"), "number"),
+    "an unknown pair": (run_args()[:13] + ["some other pair"] + run_args()[14:], "not in the list of choices"),
+    "an unknown dtype": (run_args()[:14] + ["fp8"] + run_args()[15:], "not in the list of choices"),
+    "a missing target folder": (run_args(target="/no/such/model"), "not found"),
+    "a pickle-only hub id": (run_args(target="nobody/no-such-model"), "cannot load model"),
 }
 
 
@@ -132,6 +143,53 @@ def test_bad_input_gives_a_sentence_and_the_next_run_is_served(client, name):
     args, needle = BAD_RUNS[name]
     with pytest.raises(AppError) as e:
         client.predict(*args, api_name="/run")
+    msg = str(e.value)
+    assert needle in msg and "Errno" not in msg and "Traceback" not in msg, msg
+    assert _run(client, *run_args(max_new=1))["status"].startswith("Done: 1 token")
+
+
+def raw_call(endpoint: str, body: str) -> str:
+    """One call over plain HTTP, with a JSON body a Python client would not send; the event stream's text."""
+    url = app_url()
+    r = httpx.post(f"{url}gradio_api/call/{endpoint}", content=body, headers={"content-type": "application/json"})
+    r.raise_for_status()
+    return httpx.get(f"{url}gradio_api/call/{endpoint}/{r.json()['event_id']}", timeout=120).text
+
+
+RAW_RUNS = {  # JSON that gradio_client cannot write: a lone surrogate escape, a NaN
+    "a lone surrogate in the prompt": (
+        json.dumps({"data": run_args(prompt="hi SURROGATE there")}).replace("SURROGATE", "\\ud800"),
+        "not valid Unicode text at position 3",
+    ),
+    "a NaN temperature": (json.dumps({"data": run_args(temperature=float("nan"))}), "temperature must be a number"),
+}
+
+
+@pytest.mark.parametrize("name", list(RAW_RUNS))
+def test_raw_json_gives_a_sentence_and_the_next_run_is_served(client, name):
+    body, needle = RAW_RUNS[name]
+    events = raw_call("run", body)
+    assert "event: error" in events and needle in events and "Traceback" not in events, events
+    assert _run(client, *run_args(max_new=1))["status"].startswith("Done: 1 token")
+
+
+def race_args(methods, prompt=PROMPT, **kw):
+    return [prompt, methods, *run_args(**kw)[2:-1]]
+
+
+BAD_RACES = {
+    "a race of one": (race_args(["chain"]), "pick 2 to 4 methods"),
+    "a race of five": (race_args(["ar", "chain", "heuristic", "dyspec", "kary"]), "pick 2 to 4 methods"),
+    "a race with an unknown method": (race_args(["chain", "warp-drive"]), "not in the list of choices"),
+    "a race with an empty prompt": (race_args(["ar", "chain"], prompt="  "), "the prompt is empty"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_RACES))
+def test_a_bad_race_gives_a_sentence_and_the_next_run_is_served(client, name):
+    args, needle = BAD_RACES[name]
+    with pytest.raises(AppError) as e:
+        client.predict(*args, api_name="/race")
     msg = str(e.value)
     assert needle in msg and "Errno" not in msg and "Traceback" not in msg, msg
     assert _run(client, *run_args(max_new=1))["status"].startswith("Done: 1 token")
@@ -201,12 +259,19 @@ def _hostile_files(tmp: Path) -> dict[str, Path]:
     return out
 
 
-def test_hostile_uploads_give_errors_and_the_app_keeps_serving(client, tmp_path):
-    for _name, path in _hostile_files(tmp_path).items():
-        with pytest.raises(AppError, match="could not load"):
-            client.predict(gradio_client.handle_file(str(path)), api_name="/import_trace")
-    out = _run(client, *run_args(max_new=2))
-    assert out["status"].startswith("Done: 2 tokens")
+HOSTILE = ("not json", "a list", "deep nesting", "wrong format", "bad statuses", "cyclic tree", "bad baseline")
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_hostile_upload_gives_a_sentence_and_the_app_keeps_serving(client, tmp_path, name):
+    files = _hostile_files(tmp_path)
+    if name not in files:
+        pytest.skip("no recorded trace ships with this copy")
+    with pytest.raises(AppError) as e:
+        client.predict(gradio_client.handle_file(str(files[name])), api_name="/import_trace")
+    msg = str(e.value)
+    assert "could not load that trace file" in msg and not re.search(r"Errno|Traceback|object has no", msg), msg
+    assert _run(client, *run_args(max_new=2))["status"].startswith("Done: 2 tokens")
 
 
 def test_public_mode_allows_only_listed_pairs(monkeypatch):

@@ -145,3 +145,25 @@ def test_a_silent_hub_ends_a_load_with_a_message(tmp_path):
     assert "the model hub did not answer within 4 s" in out.stderr
     assert "Traceback" not in out.stderr
     assert time.monotonic() - t0 < 60
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["bench", "--n-prompts", "0"], "must be positive"),
+        (["bench", "--max-new-tokens", "-3"], "must be positive"),
+        (["bench", "--out", "/"], "is a folder"),
+        (["bench", "--md", "/etc/passwd/report.md"], "is a file, not a folder"),
+        (["sweep", "run", "--per-family", "0"], "must be positive"),
+        (["sweep", "run", "--ks", "2", "0"], "must be positive"),
+        (["loadtest", "--clients", "0"], "must be positive"),
+        (["loadtest", "--out", "/proc/specviz/load.json"], "cannot be"),
+        (["record", "--max-new-tokens", "0"], "must be positive"),
+        (["budget", "--repeats", "0"], "must be positive"),
+        (["acceptance", "--tokens", "zero"], "is not a whole number"),
+        (["lookup-priors", "--limit", "0"], "must be positive"),
+    ],
+)
+def test_every_tool_refuses_bad_counts_and_result_paths_before_working(capsys, argv, needle):
+    rc, err = run_cli(argv, capsys)
+    assert rc == 2 and needle in err, err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,8 +13,8 @@ MAX_PATH_CHARS = 1024
 
 
 def check_output(path: str | Path, what: str = "output file") -> Path:
-    """`path` as a file that can be written: not too long, not a folder, under a folder that exists or can be made,
-    and writable there. A ValueError says which of these fails."""
+    """`path` as a file that can be written: not too long, not a folder, under a folder that exists or can be made
+    (it is made), and writable there. A ValueError says which of these fails."""
     p = Path(path).expanduser()
     if not str(path).strip() or len(str(path)) > MAX_PATH_CHARS or any(len(part) > 255 for part in p.parts):
         raise ValueError(f"the {what} {str(path)[:60]!r} is not a usable path (at most {MAX_PATH_CHARS} characters)")
@@ -24,8 +25,13 @@ def check_output(path: str | Path, what: str = "output file") -> Path:
         parent = parent.parent
     if not parent.is_dir():
         raise ValueError(f"the {what} {p} cannot be made: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK):
-        raise ValueError(f"the {what} {p} cannot be written: no permission in {parent}")
+    try:  # make the folder now and write a scrap file there, so a run never ends on a place it cannot write
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=p.parent):
+            pass
+    except OSError as e:
+        reason = e.strerror.lower() if e.strerror else "it cannot be written"
+        raise ValueError(f"the {what} {p} cannot be written there ({reason}): name another place") from None
     return p
 
 

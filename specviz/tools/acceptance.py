@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specviz.core.args import positive
 from specviz.core.assets import SPEC_BENCH
 from specviz.core.config import DRAFTERS, DTYPES, ModelConfig, RunConfig, SamplingConfig
 from specviz.core.prompts import encode_prompt
@@ -52,13 +53,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument(
         "--prompts",
-        type=int,
+        type=positive(int),
         default=8,
         help="Spec-Bench prompts (first turn), spread over the file "
         "at odd offsets (half a stride from the evaluation prompts)",
     )
-    ap.add_argument("--tokens", type=int, default=64, help="new tokens per prompt")
-    ap.add_argument("--width", type=int, default=8)
+    ap.add_argument("--tokens", type=positive(int), default=64, help="new tokens per prompt")
+    ap.add_argument("--width", type=positive(int), default=8)
     ap.add_argument("--drafter", default=RunConfig.drafter, choices=DRAFTERS, help="which drafter to measure")
     ap.add_argument("--questions", type=Path, default=SPEC_BENCH)
     a = ap.parse_args(argv)

@@ -11,10 +11,12 @@ from pathlib import Path
 import torch
 
 from specviz.analysis.budget import picks
+from specviz.core.args import output_file, positive
 from specviz.core.assets import SPEC_BENCH, VERIFY_CURVES
 from specviz.core.config import DTYPES, ModelConfig, TreeConfig
 from specviz.core.curves import load_curves
 from specviz.core.device import machine_info, sync
+from specviz.core.output import replacing
 from specviz.models.lm import LM
 from specviz.models.loading import load_pair
 
@@ -54,19 +56,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="specviz budget", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtype", default=ModelConfig.dtype, choices=DTYPES)
     ap.add_argument("--context", type=int, default=256, help="tokens already in the cache")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=positive(int), default=5)
     ap.add_argument(
         "--clock",
         default="wall",
         choices=("wall", "cpu"),
         help="cpu: process CPU time (use with --threads 1 on a machine shared with other jobs)",
     )
-    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--threads", type=positive(int), default=torch.get_num_threads())
     ap.add_argument(
         "--questions", type=Path, default=SPEC_BENCH, help="JSON lines with 'turns'; their first turns make the context"
     )
     ap.add_argument("--device", default=ModelConfig.device, help="auto, cpu or cuda[:N]")
-    ap.add_argument("--out", type=Path, default=VERIFY_CURVES)
+    ap.add_argument("--out", type=output_file, default=VERIFY_CURVES)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     pair = load_pair(ModelConfig(dtype=a.dtype, device=a.device))
@@ -83,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "draft": measure_curve(pair.draft, context, repeats=a.repeats, clock=a.clock),
     }
     record["picks"] = picks(record, pair.info, TreeConfig().max_depth)
-    a.out.write_text(json.dumps({**load_curves(a.out), dtype: record}, indent=1) + "\n")
+    curves = json.dumps({**load_curves(a.out), dtype: record}, indent=1) + "\n"
+    with replacing(a.out) as f:
+        f.write(curves)
     print(f"{dtype}: target ms by tree tokens n", dict(zip(record["target"]["n"], record["target"]["ms"])))
     print(f"{dtype}: draft ms by n", dict(zip(record["draft"]["n"], record["draft"]["ms"])))
     for t, p in record["picks"].items():

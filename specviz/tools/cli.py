@@ -15,6 +15,7 @@ from dataclasses import replace
 import torch
 from tqdm import tqdm
 
+from specviz.core.args import positive
 from specviz.core.config import (
     DRAFTERS,
     DTYPES,
@@ -117,23 +118,6 @@ def _generate_parser(sub):
     p.add_argument("--threads", type=positive(int), default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--out", required=True, help="output JSON-lines file, one GenerationTrace per prompt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def positive(kind: type):
-    """An argparse type: a number of `kind` that is at least 1 (a zero is refused, never taken for the default)."""
-
-    def parse(text: str):
-        try:
-            x = kind(text)
-        except ValueError:
-            noun = "whole number" if kind is int else "number"
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {noun}") from None
-        if not x > 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return x
-
-    parse.__name__ = f"positive {kind.__name__}"
-    return parse
 
 
 def cmd_generate(a: argparse.Namespace) -> int:

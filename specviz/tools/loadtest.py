@@ -20,7 +20,9 @@ import psutil
 from gradio_client import Client, handle_file
 
 from specviz.app import session, ui
+from specviz.core.args import output_file, positive
 from specviz.core.config import RunConfig
+from specviz.core.output import replacing
 from specviz.tools import screenshot
 
 D = RunConfig()
@@ -106,10 +108,10 @@ def memory(url: str, n: int, trace_file: Path) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="specviz loadtest", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--requests", type=int, default=3, help="requests per client")
-    ap.add_argument("--memory-requests", type=int, default=100)
-    ap.add_argument("--out", type=Path, default=None, help="also write the record here (JSON)")
+    ap.add_argument("--clients", type=positive(int), default=8)
+    ap.add_argument("--requests", type=positive(int), default=3, help="requests per client")
+    ap.add_argument("--memory-requests", type=positive(int), default=100)
+    ap.add_argument("--out", type=output_file, default=None, help="also write the record here (JSON)")
     a = ap.parse_args(argv)
     gradio_cache = Path(os.environ.get("GRADIO_TEMP_DIR", Path(tempfile.gettempdir()) / "gradio"))
     cache_before, export_before = folder_mb(gradio_cache), folder_mb(ui.EXPORTS)
@@ -125,5 +127,6 @@ def main(argv=None) -> int:
     text = json.dumps(result, indent=1)
     print(text)
     if a.out:
-        a.out.write_text(text + "\n")
+        with replacing(a.out) as f:
+            f.write(text + "\n")
     return 0

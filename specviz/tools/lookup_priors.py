@@ -8,6 +8,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from specviz.core.args import positive
 from specviz.core.assets import cache_dir
 from specviz.core.config import LookupConfig
 from specviz.core.ngram import NgramIndex
@@ -67,9 +68,9 @@ def main(argv=None) -> None:
         description="Measure prompt lookup's prior acceptance on the target's greedy "
         "continuations of the training prompts (never the Spec-Bench ones).",
     )
-    p.add_argument("--max-ngram", type=int, default=d.max_ngram)
-    p.add_argument("--depth", type=int, default=len(LOOKUP_ACCEPTANCE[0]))
-    p.add_argument("--limit", type=int, default=100_000, help="at most this many sequences")
+    p.add_argument("--max-ngram", type=positive(int), default=d.max_ngram)
+    p.add_argument("--depth", type=positive(int), default=len(LOOKUP_ACCEPTANCE[0]))
+    p.add_argument("--limit", type=positive(int), default=100_000, help="at most this many sequences")
     p.add_argument("--sampled", action="store_true", help="continuations sampled at T = 0.7 instead of greedy ones")
     a = p.parse_args(argv)
     out = measure(_training_sequences(a.limit, "sampled-t0.7" if a.sampled else "greedy"), a.max_ngram, a.depth)

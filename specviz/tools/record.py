@@ -16,6 +16,7 @@ from specviz.app.session import (
     model_config,
     run_to_end,
 )
+from specviz.core.args import positive
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.trace import GenerationTrace
 
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="record a trace file for assets/traces with the default pair")
     ap.add_argument("method")
     ap.add_argument("out")
-    ap.add_argument("--max-new-tokens", type=int, default=RunConfig().max_new_tokens)
+    ap.add_argument("--max-new-tokens", type=positive(int), default=RunConfig().max_new_tokens)
     ap.add_argument("--dtype", default=ModelConfig().dtype)
     ap.add_argument("--copy", action="store_true", help="also copy from the context (RunConfig.copy)")
     a = ap.parse_args(argv)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from specviz.app import session, ui
+from specviz.core.args import output_file, positive
 from specviz.core.assets import SCREENSHOT
 from specviz.methods.catalog import label
 
@@ -104,8 +105,8 @@ def show_accepted_round(page) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="specviz screenshot", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=SCREENSHOT)
-    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--out", type=output_file, default=SCREENSHOT)
+    ap.add_argument("--max-new-tokens", type=positive(int), default=16)
     a = ap.parse_args(argv)
     url = serve()
     with browser_page() as page:

@@ -20,7 +20,6 @@ import argparse
 import json
 import sys
 from dataclasses import asdict, replace
-from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -33,6 +32,7 @@ from specviz.analysis.costs import (
     replay,
 )
 from specviz.analysis.head_ceiling import ceiling
+from specviz.core.args import output_file, positive
 from specviz.core.assets import SPEC_BENCH
 from specviz.core.config import (
     DRAFTERS,
@@ -43,6 +43,7 @@ from specviz.core.config import (
     SamplingConfig,
     SpecDecPPConfig,
 )
+from specviz.core.output import replacing
 from specviz.core.prompts import encode_prompt
 from specviz.engine.loop import iter_rounds
 from specviz.methods.registry import drafter_kind
@@ -300,15 +301,15 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="specviz sweep", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="time SpecDec++ against fixed K on chat / math / code")
-    r.add_argument("--per-family", type=int, default=8)
-    r.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 6])
+    r.add_argument("--per-family", type=positive(int), default=8)
+    r.add_argument("--ks", type=positive(int), nargs="+", default=[1, 2, 3, 4, 6])
     r.add_argument("--hs", type=float, nargs="+", default=[0.3, 0.5, 0.7, 0.9])
     r.add_argument("--k-mins", type=int, nargs="+", default=[d.k_min], help="SpecDec++ k_min values to time")
     p = sub.add_parser("pick-h", help="choose h from the step costs measured where it runs")
-    p.add_argument("--prompts", type=int, default=16)
-    p.add_argument("--k-cal", type=int, default=12)
+    p.add_argument("--prompts", type=positive(int), default=16)
+    p.add_argument("--k-cal", type=positive(int), default=12)
     p.add_argument("--hs", type=float, nargs="+", default=[round(0.05 * i, 2) for i in range(1, 20)])
-    p.add_argument("--k-maxs", type=int, nargs="+", default=[6, 8, 10, 12])
+    p.add_argument("--k-maxs", type=positive(int), nargs="+", default=[6, 8, 10, 12])
     p.add_argument("--k-mins", type=int, nargs="+", default=[d.k_min], help="k_min values to choose from")
     p.add_argument(
         "--what-if-auc",
@@ -320,7 +321,7 @@ def main(argv=None) -> None:
         "head would buy here",
     )
     for a in (r, p):
-        a.add_argument("--tokens", type=int, default=64)
+        a.add_argument("--tokens", type=positive(int), default=64)
         a.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
         a.add_argument("--draft", help="draft folder with its acceptance head (default: models/smollm2-draft)")
         a.add_argument(
@@ -331,8 +332,8 @@ def main(argv=None) -> None:
         )
         a.add_argument("--dtype", default=ModelConfig().dtype, choices=DTYPES)
         a.add_argument("--seed", type=int, default=0)
-        a.add_argument("--out", help="write the full results as JSON here")
-        a.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+        a.add_argument("--out", type=output_file, help="write the full results as JSON here")
+        a.add_argument("--threads", type=positive(int), default=None, help="torch CPU threads (default: torch's own)")
     a = ap.parse_args(argv)
     try:  # every setting checked before minutes of model loading
         grid = (
@@ -404,7 +405,8 @@ def main(argv=None) -> None:
                     )
         print("measured costs:", result["measured"])
     if a.out:
-        Path(a.out).write_text(json.dumps(result, indent=1, default=str) + "\n")
+        with replacing(a.out) as f:
+            f.write(json.dumps(result, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":

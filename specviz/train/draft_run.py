@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from specviz.core.args import positive
 from specviz.core.assets import DEFAULT_DRAFT, cache_dir
 from specviz.core.config import ModelConfig
 from specviz.models.loading import load_pair
@@ -41,7 +42,7 @@ def parse(argv) -> tuple[argparse.Namespace, DraftTrainConfig]:
     ap.add_argument("--work", default=str(cache_dir() / "train"), help="cache of data and checkpoints")
     ap.add_argument("--eval-only", action="store_true", help="only evaluate the draft in --out")
     ap.add_argument("--skip-eval", action="store_true", help="train and ship, without the held-out evaluation")
-    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    ap.add_argument("--threads", type=positive(int), default=2, help="torch CPU threads")
     ap.add_argument(
         "--real-prompts-file",
         type=Path,

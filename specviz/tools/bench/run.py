@@ -26,6 +26,7 @@ import torch
 from tqdm import tqdm
 
 from specviz import kernels
+from specviz.core.args import output_file, positive
 from specviz.core.assets import SPEC_BENCH
 from specviz.core.config import (
     DTYPES,
@@ -34,6 +35,7 @@ from specviz.core.config import (
     SamplingConfig,
 )
 from specviz.core.device import machine_info as device_machine_info
+from specviz.core.output import replacing
 from specviz.core.prompts import encode_prompt, read_prompts
 from specviz.core.tree import depths
 from specviz.engine.loop import iter_rounds
@@ -255,8 +257,10 @@ def parser() -> argparse.ArgumentParser:
     d = BenchConfig()
     p = argparse.ArgumentParser(prog="specviz bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", default=str(SPEC_BENCH), help="JSON-lines file with 'turns' (and 'category')")
-    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help="stratified sample size (equal per task)")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument(
+        "--n-prompts", type=positive(int), default=d.n_prompts, help="stratified sample size (equal per task)"
+    )
+    p.add_argument("--max-new-tokens", type=positive(int), default=d.max_new_tokens)
     p.add_argument("--temperatures", type=float, nargs="+", default=list(d.temperatures))
     p.add_argument(
         "--methods",
@@ -289,9 +293,11 @@ def parser() -> argparse.ArgumentParser:
         help="EAGLE drafter folder ('none' = off; default: the shipped one with the default pair)",
     )
     p.add_argument("--device", default=ModelConfig().device)
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--out", default=None, help="write every figure (per prompt and aggregated) to this JSON file")
-    p.add_argument("--md", default=None, help="also write the markdown report to this file")
+    p.add_argument("--threads", type=positive(int), default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument(
+        "--out", type=output_file, default=None, help="write every figure (per prompt and aggregated) to this JSON file"
+    )
+    p.add_argument("--md", type=output_file, default=None, help="also write the markdown report to this file")
     p.add_argument("--html", default=None, help="write plotly HTML plots into this folder")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -350,8 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.md:
         Path(a.md).write_text(md, encoding="utf-8")
     if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+        with replacing(a.out) as f:
+            f.write(json.dumps(result, ensure_ascii=False))
     if a.html:
         for path in bench_report.write_html(result, a.html):
             print(f"specviz bench: wrote {path}", file=sys.stderr)

@@ -1,0 +1,33 @@
+"""Argument types for the command lines: every count is checked where it is parsed, before a model loads."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specviz.core.output import check_output
+
+
+def positive(kind: type):
+    """An argparse type: a number of `kind` that is at least 1 (a zero is refused, never taken for the default)."""
+
+    def parse(text: str):
+        try:
+            x = kind(text)
+        except ValueError:
+            noun = "whole number" if kind is int else "number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {noun}") from None
+        if not x > 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return x
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+def output_file(text: str) -> Path:
+    """An argparse type: a result file that can be written (`core.output.check_output`), checked before any work."""
+    try:
+        return check_output(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
