@@ -59,7 +59,7 @@ def encode_prompt(tokenizer, text: str, chat: bool = True) -> list[int]:
             enc = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
             ids = enc["input_ids"] if hasattr(enc, "keys") else enc
     else:
-        ids = tokenizer(text, split_special_tokens=bool(typed))["input_ids"]
+        ids = (tokenizer(text, split_special_tokens=True) if typed else tokenizer(text))["input_ids"]
     ids = list(ids)
     if len(ids) > MAX_PROMPT_TOKENS:
         raise ValueError(f"the prompt is {len(ids)} tokens long; the limit is {MAX_PROMPT_TOKENS}")
