@@ -331,3 +331,19 @@ def test_calibration_figure_draws_bins_and_the_reject_weight_curve():
         ] and "held-out" not in odd.layout.title.subtitle.text
     chain = calibration_figure(make_trace())  # not a SpecDec++ run: says how to get one
     assert not chain.data and "SpecDec++" in chain.layout.annotations[0].text
+
+
+def test_token_text_is_escaped_once_for_plotly():
+    assert show_token('"') == '"' and show_token("'s") == "'s"  # plotly draws &quot; as written
+    assert show_token("a<b&c") == "a&lt;b&amp;c"
+
+
+@pytest.mark.parametrize("width", [12, 40])
+def test_a_wide_tree_grows_the_figure_and_keeps_labels_readable(width):
+    tokens = [1] + [10 + i % 8 for i in range(width)]
+    status = [ROOT] + [ACCEPTED] + [UNVISITED] * (width - 1)
+    rnd = _round(0, tokens, [-1] + [0] * width, status, (tokens[1], 12), "bonus")
+    fig = tree_figure(rnd, TEXT)
+    rows = width  # one row a sibling
+    assert fig.layout.height >= min(1100, 34 * rows)  # a row keeps its spacing until the height's cap
+    assert all(a.font.size >= 12 for a in fig.layout.annotations if a.font and a.font.size)

@@ -59,13 +59,14 @@ MAX_LABEL = 12
 
 
 def show_token(text: str, limit: int = MAX_LABEL) -> str:
-    """A token as a readable chip label: visible spaces and newlines, shortened, HTML-escaped."""
+    """A token as a readable chip label: visible spaces and newlines, shortened, escaped once for plotly's text
+    (only &, < and >: plotly draws entities such as &quot; as they are written)."""
     s = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
     if not s:
         s = "∅"
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    return html.escape(s)
+    return html.escape(s, quote=False)
 
 
 def token_label(token_text: Mapping[int, str], tok: int, limit: int = MAX_LABEL) -> str:
@@ -73,7 +74,7 @@ def token_label(token_text: Mapping[int, str], tok: int, limit: int = MAX_LABEL)
 
 
 def method_name(method: str) -> str:
-    return html.escape(CATALOG[method].short if method in CATALOG else method)
+    return html.escape(CATALOG[method].short if method in CATALOG else method, quote=False)
 
 
 def base_layout(
@@ -116,7 +117,7 @@ def placeholder(message: str, height: int = 360, title: str | None = None) -> go
     """An empty figure that says, in words, what would be here and how to get it."""
     fig = go.Figure()
     fig.add_annotation(
-        text=html.escape(message).replace("\n", "<br>"),
+        text=html.escape(message, quote=False).replace("\n", "<br>"),
         x=0.5,
         y=0.5,
         xref="paper",

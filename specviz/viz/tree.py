@@ -41,7 +41,9 @@ from specviz.viz.style import (
 
 MAX_DRAW_NODES = 400
 MIN_ROWS = 4
-TREE_HEIGHT = 380
+TREE_HEIGHT = 380  # the figure's least height; it grows by ROW_HEIGHT a row up to MAX_TREE_HEIGHT
+ROW_HEIGHT = 34
+MAX_TREE_HEIGHT = 1100
 STOP_HEIGHT = 380
 CORRECTION = "correction"
 
@@ -135,7 +137,8 @@ def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = F
     depth = max(x for x, _ in pos.values())
     n_rows = 1 - min(y for _, y in pos.values())
     limit = max(3, min(MAX_LABEL, 64 // (depth + 1)))  # chips must fit their column
-    size = 14 if n_rows <= 10 else 11
+    size = 14 if n_rows <= 10 else 12  # 12 px at least: labels read on a projector
+    height = max(TREE_HEIGHT, min(MAX_TREE_HEIGHT, 120 + ROW_HEIGHT * n_rows))
     fig = go.Figure()
     # 1. edges, styled by the child's fate
     styles = {
@@ -209,7 +212,7 @@ def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = F
     fig.update_xaxes(visible=False, range=[-0.6, max(depth, 3) + 0.6])
     spare = max(0, MIN_ROWS - n_rows) / 2  # few rows: keep their spacing, centred
     fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5 - spare, 0.5 + spare])
-    return base_layout(fig, TREE_HEIGHT, round_title(rnd, token_text), round_subtitle(rnd))
+    return base_layout(fig, height, round_title(rnd, token_text), round_subtitle(rnd))
 
 
 def round_title(rnd: RoundTrace, token_text: Mapping[int, str]) -> str:
@@ -318,7 +321,7 @@ def stop_figure(rnd: RoundTrace, token_text: Mapping[int, str]) -> go.Figure:
         )
     fig.update_xaxes(title="draft step k", tickmode="linear", dtick=1, range=[0.4, len(steps) + 0.6])
     fig.update_yaxes(range=[0, 1.05], title="bars: predicted P(accept)", gridcolor="#eef2f7")
-    reason = html.escape(rnd.stop_reason) if rnd.stop_reason else "–"
+    reason = html.escape(rnd.stop_reason, quote=False) if rnd.stop_reason else "–"
     sub = f"drafted {rnd.n_drafted}, stopped by {reason}; {rnd.n_accepted} accepted"  # fits the narrow panel
     return base_layout(fig, STOP_HEIGHT, f"Round {rnd.index}: when to stop drafting", sub, legend_space=100)
 
