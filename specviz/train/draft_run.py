@@ -109,19 +109,15 @@ def distillation_data(pair, cfg: DraftTrainConfig, work: Path):
     return merge(parts)
 
 
-def broad_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
-    """Greedy target continuations of n prompts over real text (`prompts.broad`; cached shards named by a
-    digest of the prompts, so another machine's corpus never reuses them)."""
-    tok = pair.tokenizer
-    items = broad(n, cfg.seed + 2, corpus.vocabulary_words(tok), corpus.german_sentences(), corpus.stdlib_functions())
-    digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
-    with tqdm(total=(len(items) + 63) // 64, desc="target data, broad prompts (shards)") as bar:
+def _greedy_shards(pair, cfg: DraftTrainConfig, items, work: Path, name: str, what: str):
+    """The target's greedy continuations of `items` as cached shards `name` under work/draft-data."""
+    with tqdm(total=(len(items) + 63) // 64, desc=f"target data, {what} (shards)") as bar:
         return build_shards(
             pair.target.model,
-            tok,
+            pair.tokenizer,
             items,
             work / "draft-data",
-            f"broad-{digest}",
+            name,
             temperature=0.0,
             max_new=cfg.new_tokens,
             top_k=cfg.top_k,
@@ -129,6 +125,15 @@ def broad_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
             max_batch=16,
             progress=bar.update,
         )
+
+
+def broad_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
+    """Greedy target continuations of n prompts over real text (`prompts.broad`; cached shards named by a
+    digest of the prompts, so another machine's corpus never reuses them)."""
+    tok = pair.tokenizer
+    items = broad(n, cfg.seed + 2, corpus.vocabulary_words(tok), corpus.german_sentences(), corpus.stdlib_functions())
+    digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
+    return _greedy_shards(pair, cfg, items, work, f"broad-{digest}", "broad prompts")
 
 
 def self_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
@@ -146,20 +151,7 @@ def self_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(items, ensure_ascii=False, indent=0))
     digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
-    with tqdm(total=(len(items) + 63) // 64, desc="target data, target-written prompts (shards)") as bar:
-        return build_shards(
-            model,
-            tok,
-            items,
-            work / "draft-data",
-            f"self-{digest}",
-            temperature=0.0,
-            max_new=cfg.new_tokens,
-            top_k=cfg.top_k,
-            seed=cfg.seed,
-            max_batch=16,
-            progress=bar.update,
-        )
+    return _greedy_shards(pair, cfg, items, work, f"self-{digest}", "target-written prompts")
 
 
 def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | None = None):
@@ -169,20 +161,7 @@ def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | No
     source = source or sharegpt.fetch(work / "sharegpt")
     exclude = [t for row in draft_eval.spec_bench_rows() for t in row["turns"]]  # every Spec-Bench turn
     items = sharegpt.prompts(sharegpt.read_text(source), n, cfg.seed + 5, exclude)
-    with tqdm(total=(len(items) + 63) // 64, desc="target data, ShareGPT prompts (shards)") as bar:
-        return build_shards(
-            pair.target.model,
-            pair.tokenizer,
-            items,
-            work / "draft-data",
-            f"sharegpt-seed{cfg.seed + 5}",
-            temperature=0.0,
-            max_new=cfg.new_tokens,
-            top_k=cfg.top_k,
-            seed=cfg.seed,
-            max_batch=16,
-            progress=bar.update,
-        )
+    return _greedy_shards(pair, cfg, items, work, f"sharegpt-seed{cfg.seed + 5}", "ShareGPT prompts")
 
 
 def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:
