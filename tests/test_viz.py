@@ -38,6 +38,7 @@ from specviz.viz.style import (
 )
 from specviz.viz.tree import (
     CORRECTION,
+    round_sentence,
     showcase_round,
     stop_figure,
     tree_figure,
@@ -347,3 +348,16 @@ def test_a_wide_tree_grows_the_figure_and_keeps_labels_readable(width):
     rows = width  # one row a sibling
     assert fig.layout.height >= min(1100, 34 * rows)  # a row keeps its spacing until the height's cap
     assert all(a.font.size >= 12 for a in fig.layout.annotations if a.font and a.font.size)
+
+
+def test_every_round_reads_in_one_plain_sentence(trace):
+    r0, r1, r2 = trace.rounds[:3]
+    assert round_sentence(r0, TEXT) == (
+        "drafted 3 tokens; the target kept ‘ The cat’, rejected ‘ sat’ (p 0.40 against q 0.50), "
+        "and drew ‘ dog’ from the residual."
+    )
+    assert "(not the target's argmax), and took the target's argmax ‘ dog’ instead" in round_sentence(r0, TEXT, True)
+    assert round_sentence(r1, TEXT).startswith("drafted 4 tokens in 2 branches;")
+    assert "the bonus ‘&lt;b&gt;x&lt;/b&gt;’ from the target" in round_sentence(r1, TEXT)  # escaped once
+    assert round_sentence(r2, TEXT) == "nothing was drafted: the target chose ‘ The’ alone."
+    assert round_sentence(r0, TEXT) in tree_figure(r0, TEXT).layout.title.subtitle.text

@@ -212,7 +212,8 @@ def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = F
     fig.update_xaxes(visible=False, range=[-0.6, max(depth, 3) + 0.6])
     spare = max(0, MIN_ROWS - n_rows) / 2  # few rows: keep their spacing, centred
     fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5 - spare, 0.5 + spare])
-    return base_layout(fig, height, round_title(rnd, token_text), round_subtitle(rnd))
+    subtitle = round_sentence(rnd, token_text, greedy) + "<br>" + round_subtitle(rnd)
+    return base_layout(fig, height, round_title(rnd, token_text), subtitle).update_layout(margin_t=96)
 
 
 def round_title(rnd: RoundTrace, token_text: Mapping[int, str]) -> str:
@@ -230,6 +231,51 @@ def round_title(rnd: RoundTrace, token_text: Mapping[int, str]) -> str:
         tok = token_label(token_text, rnd.emitted[rnd.n_accepted])
         head += f", then {'bonus' if kind == BONUS_TOKEN else 'resampled'} ‘{tok}’"
     return head
+
+
+def _quoted(token_text: Mapping[int, str], toks) -> str:
+    return "‘" + "".join(token_text.get(t, f"<{t}>") for t in toks).replace("\n", "↵")[:40] + "’"
+
+
+def round_sentence(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = False) -> str:
+    """The round in plain words: what was drafted, what the target kept, what it rejected and why, and where the
+    extra token came from. Escaped for plotly."""
+    kind = correction_kind(rnd)
+    extra = rnd.emitted[rnd.n_accepted] if kind else None
+    if rnd.n_drafted == 0:
+        return html.escape(f"nothing was drafted: the target chose {_quoted(token_text, [extra])} alone.", quote=False)
+    parents = set(rnd.tree.parents[1:])
+    branches = sum(1 for u in range(1, len(rnd.tree)) if u not in parents)
+    words = [f"drafted {rnd.n_drafted} token{'s' * (rnd.n_drafted > 1)}"]
+    if branches > 1:
+        words[0] += f" in {branches} branches"
+    kept = [rnd.tree.tokens[u] for u in rnd.accepted_path]
+    words.append(f"the target kept {_quoted(token_text, kept)}" if kept else "the target kept none of them")
+    rejected = [u for u, st in enumerate(rnd.status) if st == REJECTED]
+    why = []
+    for u in rejected[:3]:
+        q, p = rnd.tree.q[u], rnd.p[u]
+        if greedy:
+            reason = "not the target's argmax"
+        elif p is not None:
+            reason = f"p {p:.2f} against q {q:.2f}"
+        else:
+            reason = f"q {q:.2f}"
+        why.append(f"{_quoted(token_text, [rnd.tree.tokens[u]])} ({reason})")
+    if rejected:
+        more = f" and {len(rejected) - 3} more" if len(rejected) > 3 else ""
+        words.append("rejected " + ", ".join(why) + more)
+    if kind == BONUS_TOKEN:
+        words.append(f"and drew the bonus {_quoted(token_text, [extra])} from the target")
+    elif kind == CORRECTED:
+        words.append(
+            f"and took the target's argmax {_quoted(token_text, [extra])} instead"
+            if greedy
+            else f"and drew {_quoted(token_text, [extra])} from the residual"
+        )
+    elif kind == TARGET:
+        words.append(f"and added the target's {_quoted(token_text, [extra])}")
+    return html.escape("; ".join(words[:2]) + (", " + ", ".join(words[2:]) if words[2:] else "") + ".", quote=False)
 
 
 def round_subtitle(rnd: RoundTrace) -> str:
