@@ -88,3 +88,18 @@ def test_same_seed_same_draws():
     a = [sample(q, make_rng(5)) for _ in range(1)] + [sample(q, g) for g in [make_rng(5)] for _ in range(20)]
     b = [sample(q, make_rng(5)) for _ in range(1)] + [sample(q, g) for g in [make_rng(5)] for _ in range(20)]
     assert a == b
+
+
+def test_the_draw_each_node_was_judged_with_is_recorded():
+    p, q = warp(P_LOGITS, SamplingConfig()), warp(Q_LOGITS, SamplingConfig())
+    rng = make_rng(7)
+    for _ in range(200):
+        toks = [sample(q, rng) for _ in range(3)]
+        tree = chain(0, toks, [float(q[t]) for t in toks])
+        out = verify_sampled(tree, p.expand(4, V), {i: q for i in range(3)}, rng)
+        assert len(out.u) == len(tree) and out.u[0] is None
+        for node, st in enumerate(out.status[1:], 1):
+            assert (out.u[node] is None) == (st == "unvisited")  # judged nodes only
+            if st != "unvisited":
+                ratio = min(1.0, float(p[toks[node - 1]] / q[toks[node - 1]]))  # a chain: one child a node
+                assert (out.u[node] < ratio) == (st == "accepted")

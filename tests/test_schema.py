@@ -63,6 +63,8 @@ BAD = {
     "an unknown format": ("format", "other/9", "format"),
     "an unknown correction": ("rounds.0.correction", "magic", "correction"),
     "a huge token text": ("token_text.3", "x" * 10_000, "token_text.3"),
+    "draws that miss a node": ("rounds.0.u", [None], "one entry per tree node"),
+    "a draw above 1": ("rounds.0.u", [None, 1.5, None, None], "less than or equal to 1"),
 }
 
 

@@ -66,12 +66,15 @@ class Round(_Record):
     threshold: Prob | None = None
     stop_reason: Literal["threshold", "k_max", "eos", "budget"] | None = None
     hindsight_k: Count | None = None
+    u: list[Prob | None] | None = Field(None, max_length=MAX_TREE_NODES)
 
     @model_validator(mode="after")
     def _consistent(self):
         n, parents = len(self.tree.tokens), self.tree.parents
         if len(self.status) != n or len(self.p) != n:
             raise ValueError("status and p must have one entry per tree node")
+        if self.u is not None and len(self.u) != n:
+            raise ValueError("u must have one entry per tree node (null where no draw was made)")
         if self.status[0] != "root" or "root" in self.status[1:]:
             raise ValueError("node 0, and only node 0, has status root")
         prev = 0

@@ -65,6 +65,7 @@ class RoundTrace:
     threshold: float | None = None
     stop_reason: str | None = None
     hindsight_k: int | None = None
+    u: tuple[float | None, ...] | None = None  # per node, the uniform draw it was judged with (sampled runs)
 
     @property
     def n_accepted(self) -> int:
@@ -155,6 +156,7 @@ def _trace_from_dict(d: dict) -> GenerationTrace:
             threshold=r.threshold,
             stop_reason=r.stop_reason,
             hindsight_k=r.hindsight_k,
+            u=_tuple(r.u),
         )
         for r in f.rounds
     )

@@ -40,6 +40,7 @@ class Verdict:
     accepted_path: list[int]
     emitted: list[int]
     correction: str
+    u: list[float | None] | None = None  # sampled verification: the uniform draw each judged node was compared with
 
 
 def verify_greedy(tree: DraftTree, argmax: list[int]) -> Verdict:
@@ -73,18 +74,20 @@ def verify_sampled(
     copied: the nodes proposed as a point mass on their token."""
     kids = children(tree.parents)
     status = [ROOT] + [UNVISITED] * (len(tree) - 1)
+    draws: list[float | None] = [None] * len(tree)
     path, u = [], 0
     while True:
         if not kids[u]:
             y = sample(p[u], rng)  # leaf reached: bonus token
-            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], BONUS)
+            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], BONUS, draws)
         R = p[u]
         D = proposals[u].clone() if u in proposals else None
         nxt = None
         for c in kids[u]:
             y = tree.tokens[c]
             if c in copied:
-                if uniform(rng) < float(R[y]):  # accept with prob min(1, R[y] / 1)
+                draws[c] = uniform(rng)
+                if draws[c] < float(R[y]):  # accept with prob min(1, R[y] / 1)
                     nxt = c
                     break
                 status[c] = REJECTED
@@ -93,7 +96,8 @@ def verify_sampled(
             if D is None:  # D exhausted: no drawn child is left
                 status[c] = REJECTED
                 continue
-            if uniform(rng) * float(D[y]) < float(R[y]):  # accept with prob min(1, R[y]/D[y])
+            draws[c] = uniform(rng)
+            if draws[c] * float(D[y]) < float(R[y]):  # accept with prob min(1, R[y]/D[y])
                 nxt = c
                 break
             status[c] = REJECTED
@@ -103,7 +107,7 @@ def verify_sampled(
             D = D / mass if mass > 0 else None
         if nxt is None:
             y = sample(R, rng)
-            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], RESAMPLE)
+            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], RESAMPLE, draws)
         status[nxt] = ACCEPTED
         path.append(nxt)
         u = nxt

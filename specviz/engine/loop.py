@@ -91,6 +91,7 @@ def iter_rounds(
             verify_ms=(t2 - t1) * 1e3,
             draft_forwards=prop.draft_forwards,
             copied=tuple(sorted(prop.copied)) or None,
+            u=None if verdict.u is None else tuple(verdict.u),
             **prop.info,
         )
         # 5. let the drafter fix its cache and adapt (a feature drafter first reads the accepted path's features)

@@ -119,6 +119,9 @@ def _hover(rnd: RoundTrace, u, kind: str, token_text: Mapping[int, str], greedy:
         lines[1] = "copied from the context (prompt lookup): a point mass, q = 1"
     if p is not None and q > 0:
         lines.append(f"acceptance ratio min(1, p/q) = {min(1.0, p / q):.3f}")
+    draw = rnd.u[u] if rnd.u is not None and u < len(rnd.u) else None
+    if draw is not None:
+        lines.append(f"uniform draw u = {draw:.3f}: accepted iff u is below its acceptance ratio")
     if greedy:
         lines.append("greedy: accepted iff it is the target's argmax")
     return head + "<br>".join(lines)
