@@ -360,4 +360,6 @@ def test_every_round_reads_in_one_plain_sentence(trace):
     assert round_sentence(r1, TEXT).startswith("drafted 4 tokens in 2 branches;")
     assert "the bonus ‘&lt;b&gt;x&lt;/b&gt;’ from the target" in round_sentence(r1, TEXT)  # escaped once
     assert round_sentence(r2, TEXT) == "nothing was drafted: the target chose ‘ The’ alone."
-    assert round_sentence(r0, TEXT) in tree_figure(r0, TEXT).layout.title.subtitle.text
+    shown = tree_figure(r0, TEXT).layout.title.subtitle.text
+    assert shown.startswith(round_sentence(r0, TEXT, width=64)) and "<br>" in round_sentence(r0, TEXT, width=64)
+    assert all(len(line) <= 64 for line in round_sentence(r0, TEXT, width=64).split("<br>"))

@@ -13,6 +13,7 @@ resample), drawn as one extra node hanging off the last accepted node. Below it:
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Mapping
 
 import networkx as nx
@@ -44,6 +45,7 @@ MIN_ROWS = 4
 TREE_HEIGHT = 380  # the figure's least height; it grows by ROW_HEIGHT a row up to MAX_TREE_HEIGHT
 ROW_HEIGHT = 34
 MAX_TREE_HEIGHT = 1100
+SENTENCE_WIDTH = 64  # characters a line of the round's sentence holds
 STOP_HEIGHT = 380
 CORRECTION = "correction"
 
@@ -215,8 +217,10 @@ def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = F
     fig.update_xaxes(visible=False, range=[-0.6, max(depth, 3) + 0.6])
     spare = max(0, MIN_ROWS - n_rows) / 2  # few rows: keep their spacing, centred
     fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5 - spare, 0.5 + spare])
-    subtitle = round_sentence(rnd, token_text, greedy) + "<br>" + round_subtitle(rnd)
-    return base_layout(fig, height, round_title(rnd, token_text), subtitle).update_layout(margin_t=96)
+    words = round_sentence(rnd, token_text, greedy, SENTENCE_WIDTH)  # plotly does not wrap: lines fit a half-page plot
+    subtitle = words + "<br>" + round_subtitle(rnd)
+    top = 80 + 16 * (words.count("<br>") + 1)
+    return base_layout(fig, height + top - 72, round_title(rnd, token_text), subtitle).update_layout(margin_t=top)
 
 
 def round_title(rnd: RoundTrace, token_text: Mapping[int, str]) -> str:
@@ -240,13 +244,13 @@ def _quoted(token_text: Mapping[int, str], toks) -> str:
     return "‘" + "".join(token_text.get(t, f"<{t}>") for t in toks).replace("\n", "↵")[:40] + "’"
 
 
-def round_sentence(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = False) -> str:
+def round_sentence(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = False, width: int = 0) -> str:
     """The round in plain words: what was drafted, what the target kept, what it rejected and why, and where the
-    extra token came from. Escaped for plotly."""
+    extra token came from. Escaped for plotly; with `width`, wrapped into lines of at most that many characters."""
     kind = correction_kind(rnd)
     extra = rnd.emitted[rnd.n_accepted] if kind else None
     if rnd.n_drafted == 0:
-        return html.escape(f"nothing was drafted: the target chose {_quoted(token_text, [extra])} alone.", quote=False)
+        return _lines(f"nothing was drafted: the target chose {_quoted(token_text, [extra])} alone.", width)
     parents = set(rnd.tree.parents[1:])
     branches = sum(1 for u in range(1, len(rnd.tree)) if u not in parents)
     words = [f"drafted {rnd.n_drafted} token{'s' * (rnd.n_drafted > 1)}"]
@@ -278,7 +282,12 @@ def round_sentence(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool 
         )
     elif kind == TARGET:
         words.append(f"and added the target's {_quoted(token_text, [extra])}")
-    return html.escape("; ".join(words[:2]) + (", " + ", ".join(words[2:]) if words[2:] else "") + ".", quote=False)
+    return _lines("; ".join(words[:2]) + (", " + ", ".join(words[2:]) if words[2:] else "") + ".", width)
+
+
+def _lines(text: str, width: int) -> str:
+    lines = textwrap.wrap(text, width, break_on_hyphens=False) if width else [text]
+    return "<br>".join(html.escape(line, quote=False) for line in lines)
 
 
 def round_subtitle(rnd: RoundTrace) -> str:
