@@ -56,6 +56,7 @@ LABELS = {
 PHASE_COLORS = {"draft": "#60a5fa", "verify": "#1e3a8a", "overhead": "#94a3b8", "other": "#e2e8f0"}
 FONT = dict(family="Inter, system-ui, -apple-system, Segoe UI, sans-serif", size=13, color="#1f2937")
 MAX_LABEL = 12
+TITLE_MARGIN = 72  # px above the plot for a title and a one-line subtitle
 
 
 def show_token(text: str, limit: int = MAX_LABEL) -> str:
@@ -91,7 +92,7 @@ def base_layout(
     fig.update_layout(
         template="none",
         height=height,
-        margin=dict(l=16, r=16, t=72 if title else 16, b=max(16, legend_space)),
+        margin=dict(l=16, r=16, t=TITLE_MARGIN if title else 16, b=max(16, legend_space)),
         font=FONT,
         paper_bgcolor="white",
         plot_bgcolor="white",

@@ -34,6 +34,7 @@ from specviz.viz.style import (
     LABELS,
     MAX_LABEL,
     PALETTE,
+    TITLE_MARGIN,
     base_layout,
     legend_entry,
     placeholder,
@@ -121,7 +122,7 @@ def _hover(rnd: RoundTrace, u, kind: str, token_text: Mapping[int, str], greedy:
         lines[1] = "copied from the context (prompt lookup): a point mass, q = 1"
     if p is not None and q > 0:
         lines.append(f"acceptance ratio min(1, p/q) = {min(1.0, p / q):.3f}")
-    draw = rnd.u[u] if rnd.u is not None and u < len(rnd.u) else None
+    draw = None if rnd.u is None else rnd.u[u]  # the schema holds u to one entry a node
     if draw is not None:
         lines.append(f"uniform draw u = {draw:.3f}: accepted iff u is below its acceptance ratio")
     if greedy:
@@ -219,8 +220,9 @@ def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = F
     fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5 - spare, 0.5 + spare])
     words = round_sentence(rnd, token_text, greedy, SENTENCE_WIDTH)  # plotly does not wrap: lines fit a half-page plot
     subtitle = words + "<br>" + round_subtitle(rnd)
-    top = 80 + 16 * (words.count("<br>") + 1)
-    return base_layout(fig, height + top - 72, round_title(rnd, token_text), subtitle).update_layout(margin_t=top)
+    top = TITLE_MARGIN + 8 + 16 * (words.count("<br>") + 1)  # one 16 px line a line of the sentence
+    fig = base_layout(fig, height + top - TITLE_MARGIN, round_title(rnd, token_text), subtitle)
+    return fig.update_layout(margin_t=top)
 
 
 def round_title(rnd: RoundTrace, token_text: Mapping[int, str]) -> str:
