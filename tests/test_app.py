@@ -21,7 +21,22 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 D = RunConfig()
 PROMPT = "Name three primary colours."
-OUTPUTS = ("status", "cards", "spans", "round", "tree", "stop", "speed", "pos", "hist", "calib", "download", "trace")
+OUTPUTS = (
+    "status",
+    "cards",
+    "spans",
+    "round",
+    "tree",
+    "stop",
+    "speed",
+    "pos",
+    "hist",
+    "calib",
+    "growth",
+    "inspect",
+    "download",
+    "trace",
+)
 
 
 def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):

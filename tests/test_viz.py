@@ -345,8 +345,13 @@ def test_a_wide_tree_grows_the_figure_and_keeps_labels_readable(width):
     status = [ROOT] + [ACCEPTED] + [UNVISITED] * (width - 1)
     rnd = _round(0, tokens, [-1] + [0] * width, status, (tokens[1], 12), "bonus")
     fig = tree_figure(rnd, TEXT)
-    rows = width  # one row a sibling
-    assert fig.layout.height >= min(1100, 34 * rows)  # a row keeps its spacing until the height's cap
+    folds = [a.text for a in fig.layout.annotations if a.text.startswith("+")]
+    if width == 12:  # one row a sibling: each keeps its spacing
+        assert fig.layout.height >= 34 * width and not folds
+    else:  # past the cap, the last unvisited siblings fold into one chip
+        assert 900 <= fig.layout.height <= 1100 and len(folds) == 1
+        opened = tree_figure(rnd, TEXT, opened={"fold:0:unvisited"})  # a click opens it: the figure grows
+        assert opened.layout.height >= 34 * width and not [a for a in opened.layout.annotations if "+" in a.text]
     assert all(a.font.size >= 12 for a in fig.layout.annotations if a.font and a.font.size)
 
 

@@ -12,7 +12,7 @@ HEADER = """
   <span class="sv-chip" style="background:#cbd5e1;color:#334155">not reached</span>
   <span class="sv-chip" style="background:#2563eb">bonus</span>
   <span class="sv-chip" style="background:#f59e0b">resampled</span>. Hover a token for its draft probability q,
-  target probability p and acceptance ratio min(1, p/q).</p>
+  target probability p and acceptance ratio min(1, p/q); click it to see why it was kept or rejected.</p>
 </div>
 """
 
@@ -31,4 +31,45 @@ CSS = """
 #sv-status {min-height: 1.5rem; color: #475569}
 #sv-stepper {align-items: center}
 #sv-output {max-height: 340px; overflow-y: auto}
+.sv-hidden {display: none !important}
+#sv-tree .js-plotly-plot .scatterlayer .points path {cursor: pointer}
+.sv-inspect {border: 1px solid #e2e8f0; border-radius: 10px; padding: 10px 14px; background: #fcfdfe; font-size: .92rem}
+.sv-inspect p {margin: .35rem 0}
+.sv-inspect-head {font-weight: 600; color: #334155}
+.sv-tops {display: flex; flex-wrap: wrap; gap: 12px; margin: .4rem 0}
+.sv-top {flex: 1 1 230px}
+.sv-top-title {font-weight: 600; color: #475569; font-size: .85rem; margin-bottom: .2rem}
+.sv-top table, .sv-kv {border-collapse: collapse; width: 100%; font-size: .85rem}
+.sv-top td, .sv-kv td {padding: 1px 6px; white-space: nowrap}
+.sv-top td:first-child {font-family: DejaVu Sans Mono, Menlo, monospace}
+.sv-top td:last-child {width: 45%}
+.sv-mark {background: #fef3c7; font-weight: 600}
+.sv-bar {display: inline-block; height: 10px; border-radius: 3px}
+.sv-block {margin: .4rem 0; padding: 6px 10px; background: #f8fafc; border-radius: 8px}
+.sv-small {font-size: .82rem; color: #64748b}
+.sv-lacks {margin-top: .4rem; font-size: .82rem; color: #92400e}
+"""
+
+
+# A click on a point of the tree plot writes its customdata (a node, "correction" or a folded group) into the
+# hidden #sv-pick textbox, whose input event calls the inspector; the time keeps two clicks on one node distinct.
+# Re-hooked whenever plotly draws the figure anew.
+CLICK_JS = """
+() => {
+  const pick = (ev) => {
+    const pt = ev && ev.points && ev.points[0];
+    const box = document.querySelector('#sv-pick textarea, #sv-pick input');
+    if (!pt || pt.customdata === undefined || pt.customdata === null || !box) return;
+    box.value = String(pt.customdata) + '@' + Date.now();
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  };
+  const hook = () => {
+    const plot = document.querySelector('#sv-tree .js-plotly-plot');
+    if (!plot || !plot.on || plot.__svLayout === plot._fullLayout) return;
+    if (plot.removeListener) plot.removeListener('plotly_click', pick);
+    plot.on('plotly_click', pick);
+    plot.__svLayout = plot._fullLayout;
+  };
+  setInterval(hook, 400);
+}
 """

@@ -21,9 +21,9 @@ from pathlib import Path
 import gradio as gr
 
 from specviz.analysis.metrics import speedup, summarize
-from specviz.app import session
+from specviz.app import inspector, session
 from specviz.app.inputs import make_prompt, make_run
-from specviz.app.theme import CSS, HEADER
+from specviz.app.theme import CLICK_JS, CSS, HEADER
 from specviz.core.assets import TRACES
 from specviz.core.config import (
     DRAFTERS,
@@ -35,6 +35,7 @@ from specviz.core.curves import load_curves
 from specviz.core.device import resolve_device, resolve_dtype
 from specviz.methods.catalog import CATALOG, METHODS, label
 from specviz.viz.budget import budget_figure
+from specviz.viz.inspect import HINT
 from specviz.viz.run import (
     calibration_figure,
     histogram_figure,
@@ -45,11 +46,10 @@ from specviz.viz.run import (
 from specviz.viz.style import (
     SPAN_COLORS,
     placeholder,
-    span_rounds,
     summary_cards,
     token_spans,
 )
-from specviz.viz.tree import showcase_round, stop_figure, tree_figure
+from specviz.viz.tree import showcase_round
 
 RUN, MODEL = RunConfig(), ModelConfig()
 STREAM_EVERY_S = 0.3
@@ -79,16 +79,6 @@ def export_path(method: str) -> Path:
     return EXPORTS / f"specviz-{method}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.json"
 
 
-def round_views(trace, i):
-    """Tree and stop figures of round i (clamped to the trace)."""
-    if trace is None or not trace.rounds:
-        msg = "No run yet: press Run, or load a recorded trace."
-        return placeholder(msg), placeholder(msg)
-    rnd = trace.rounds[max(0, min(int(i), len(trace.rounds) - 1))]
-    greedy = trace.config.get("sampling", {}).get("temperature", 0) == 0
-    return tree_figure(rnd, trace.token_text, greedy), stop_figure(rnd, trace.token_text)
-
-
 def build_ui() -> gr.Blocks:
     method_choices = [(label(m), m) for m in METHODS]
     examples = session.example_prompts()
@@ -96,6 +86,7 @@ def build_ui() -> gr.Blocks:
     with gr.Blocks(title="specviz: speculative decoding, round by round", delete_cache=(3600, EXPORT_TTL_S)) as demo:
         st_trace = gr.State(None, time_to_live=STATE_TTL_S)  # per visitor; freed an hour after its last use
         st_base = gr.State(None, time_to_live=STATE_TTL_S)
+        st_open = gr.State([], time_to_live=STATE_TTL_S)  # the folded groups opened by a click
         gr.HTML(HEADER)
         with gr.Row(equal_height=False):
             # ---- controls
@@ -195,6 +186,16 @@ def build_ui() -> gr.Blocks:
                     prev_btn = gr.Button("◀ previous", size="sm", scale=0, min_width=110)
                     round_slider = gr.Slider(0, 1, value=0, step=1, label="Round", scale=8)
                     next_btn = gr.Button("next ▶", size="sm", scale=0, min_width=110)
+                with gr.Row(equal_height=False):
+                    inspect = gr.HTML(
+                        f'<div class="sv-inspect">{HINT}</div>', label="node inspector", elem_id="sv-inspect", scale=3
+                    )
+                    with gr.Column(scale=2, min_width=260):
+                        growth = gr.Slider(
+                            0, 1, value=0, step=1, label="Growth replay: step (0 = the verdicts)", visible=False
+                        )
+                        replay_btn = gr.Button("▶ replay how the tree grew", size="sm", visible=False)
+                pick = gr.Textbox(elem_id="sv-pick", show_label=False, container=False, elem_classes=["sv-hidden"])
                 spans = gr.HighlightedText(
                     label="Output: each token coloured by how it was produced (click one to see its round)",
                     color_map=SPAN_COLORS,
@@ -236,9 +237,14 @@ def build_ui() -> gr.Blocks:
             pos_plot,
             hist_plot,
             calib_plot,
+            growth,
+            replay_btn,
+            inspect,
+            st_open,
             download,
             trace_json,
         ]
+        round_out = [tree_plot, stop_plot, growth, replay_btn, inspect, st_open]  # inspector.open_round
 
         def render(trace, base, note, file, live=False):
             """Every view of a trace; `file` is its trace file (for the export button). Live runs show their
@@ -260,12 +266,20 @@ def build_ui() -> gr.Blocks:
                     round_slider: gr.Slider(maximum=1, value=0),
                     download: gr.DownloadButton(value=None),
                     trace_json: None,
+                    growth: gr.Slider(visible=False),
+                    replay_btn: gr.Button(visible=False),
+                    inspect: inspector.panel(None, 0),
+                    st_open: [],
                 }
             last = len(trace.rounds) - 1
             shown = last if live else showcase_round(trace.rounds)
-            tree_fig, stop_fig = round_views(trace, shown)
+            tree_fig, stop_fig, grow, replay, panel, opened = inspector.open_round(trace, shown)
             sp = speedup(trace, base) if base is not None else None
             return {
+                growth: grow,
+                replay_btn: replay,
+                inspect: panel,
+                st_open: opened,
                 st_trace: trace,
                 st_base: base,
                 status: note,
@@ -353,19 +367,8 @@ def build_ui() -> gr.Blocks:
             except (ValueError, RuntimeError, OSError) as e:
                 raise gr.Error(str(e)) from None
 
-        def on_round(trace, i):
-            return round_views(trace, i)
-
-        def on_step(trace, i, delta):
-            n = len(trace.rounds) if trace is not None else 1
-            j = max(0, min(int(i) + delta, n - 1))
-            return (j, *round_views(trace, j))
-
         def on_token(trace, evt: gr.SelectData):
-            if trace is None or evt.index is None:
-                return gr.skip(), gr.skip(), gr.skip()
-            j = span_rounds(trace)[evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index]
-            return (j, *round_views(trace, j))
+            return inspector.token_round(trace, evt.index)
 
         def on_upload(file):
             try:
@@ -450,26 +453,24 @@ def build_ui() -> gr.Blocks:
             concurrency_limit=session.MODEL_SLOTS,
         )
         stop_btn.click(None, None, None, cancels=[run_ev, race_ev], api_visibility="private")
-        round_slider.input(
-            on_round,
-            [st_trace, round_slider],
-            [tree_plot, stop_plot],
-            api_visibility="private",
-            trigger_mode="always_last",
-        )
+        nav = dict(api_visibility="private")
+        round_slider.input(inspector.open_round, [st_trace, round_slider], round_out, trigger_mode="always_last", **nav)
         prev_btn.click(
-            lambda t, i: on_step(t, i, -1),
-            [st_trace, round_slider],
-            [round_slider, tree_plot, stop_plot],
-            api_visibility="private",
+            lambda t, i: inspector.step_round(t, i, -1), [st_trace, round_slider], [round_slider, *round_out], **nav
         )
         next_btn.click(
-            lambda t, i: on_step(t, i, +1),
-            [st_trace, round_slider],
-            [round_slider, tree_plot, stop_plot],
-            api_visibility="private",
+            lambda t, i: inspector.step_round(t, i, +1), [st_trace, round_slider], [round_slider, *round_out], **nav
         )
-        spans.select(on_token, st_trace, [round_slider, tree_plot, stop_plot], api_visibility="private")
+        spans.select(on_token, st_trace, [round_slider, *round_out], **nav)
+        pick.input(
+            inspector.on_pick, [st_trace, round_slider, pick, st_open, growth], [tree_plot, inspect, st_open], **nav
+        )
+        growth.input(
+            inspector.on_growth, [st_trace, round_slider, growth, st_open], tree_plot, trigger_mode="always_last", **nav
+        )
+        replay_ev = replay_btn.click(inspector.replay, [st_trace, round_slider, st_open], [growth, tree_plot], **nav)
+        for ev in (round_slider.input, growth.input, prev_btn.click, next_btn.click):
+            ev(None, None, None, cancels=[replay_ev], **nav)
         upload.upload(on_upload, upload, views, api_name="import_trace")
         recorded_dd.input(on_recorded, recorded_dd, views, api_visibility="private")
         demo.load(on_recorded, recorded_dd, views, api_visibility="private")
@@ -481,6 +482,7 @@ def launch_options() -> dict:
     return dict(
         theme=gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
         css=CSS,
+        js=CLICK_JS,
         max_file_size="10mb",
         show_error=True,
         allowed_paths=[str(TRACES)],

@@ -8,8 +8,9 @@ from pathlib import Path
 from specviz.core.output import check_output
 
 
-def positive(kind: type):
-    """An argparse type: a number of `kind` that is at least 1 (a zero is refused, never taken for the default)."""
+def positive(kind: type, zero: bool = False):
+    """An argparse type: a number of `kind` that is at least 1 (a zero is refused, never taken for the default);
+    with `zero`, 0 is allowed too (a count where 0 turns something off)."""
 
     def parse(text: str):
         try:
@@ -17,11 +18,11 @@ def positive(kind: type):
         except ValueError:
             noun = "whole number" if kind is int else "number"
             raise argparse.ArgumentTypeError(f"{text!r} is not a {noun}") from None
-        if not x > 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        if not (x >= 0 if zero else x > 0):
+            raise argparse.ArgumentTypeError(f"must be {'0 or more' if zero else 'positive'}, got {text}")
         return x
 
-    parse.__name__ = f"positive {kind.__name__}"
+    parse.__name__ = f"{'non-negative' if zero else 'positive'} {kind.__name__}"
     return parse
 
 

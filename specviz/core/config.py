@@ -18,6 +18,7 @@ METHODS = ("ar", "chain", "heuristic", "specdecpp", "dyspec", "kary", "sequoia",
 DRAFTERS = ("auto", "eagle", "model")
 DTYPES = ("auto", "bf16", "fp32")  # auto: see ModelConfig
 MAX_NEW_TOKENS_LIMIT = 2048
+MAX_RECORD_TOP = 64  # most [token, probability] pairs a trace keeps of one distribution
 MIN_TEMPERATURE = 0.01  # below it logits / T leave float range for large logits; 0 is greedy
 
 
@@ -210,8 +211,15 @@ class RunConfig:
     lookup: LookupConfig = field(default_factory=LookupConfig)
     drafter: str = "auto"
     copy: bool = False  # also copy from the context (prompt lookup): every drafting method
+    record_top: int = 8  # per node, the top of q, p and the residual kept for the inspector (0: none)
 
     def __post_init__(self):
+        _check(
+            isinstance(self.record_top, int)
+            and not isinstance(self.record_top, bool)
+            and 0 <= self.record_top <= MAX_RECORD_TOP,
+            f"record top must be a whole number in [0, {MAX_RECORD_TOP}], got {self.record_top!r}",
+        )
         _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
         _check(isinstance(self.copy, bool), f"copy must be true or false, got {self.copy!r}")
         _check(self.method in METHODS, f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")

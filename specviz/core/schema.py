@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from specviz.core.config import MAX_NEW_TOKENS_LIMIT, METHODS
+from specviz.core.config import MAX_NEW_TOKENS_LIMIT, MAX_RECORD_TOP, METHODS
 from specviz.core.prompts import MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS
 
 MAX_TREE_NODES = 257  # a budget of 256 drafted nodes and the root
@@ -27,6 +27,9 @@ TokenId = Annotated[int, Field(ge=0, lt=MAX_VOCAB)]
 Prob = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Ms = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
+Pair = Annotated[list[TokenId | Prob], Field(min_length=2, max_length=2)]  # [token id, probability]
+Top = Annotated[list[Pair], Field(max_length=MAX_RECORD_TOP)]  # most probable first
+Slot = Annotated[list[int | Prob | bool], Field(min_length=3, max_length=3)]  # [node, value, copy slot?]
 
 
 class _Record(BaseModel):
@@ -67,6 +70,17 @@ class Round(_Record):
     stop_reason: Literal["threshold", "k_max", "eos", "budget"] | None = None
     hindsight_k: Count | None = None
     u: list[Prob | None] | None = Field(None, max_length=MAX_TREE_NODES)
+    q_top: list[Top | None] | None = Field(None, max_length=MAX_TREE_NODES)
+    p_top: list[Top | None] | None = Field(None, max_length=MAX_TREE_NODES)
+    residual_top: list[Top | None] | None = Field(None, max_length=MAX_TREE_NODES)
+    head_inputs: list[dict[str, Annotated[float, Field(allow_inf_nan=False)]]] | None = Field(
+        None, max_length=MAX_TREE_NODES
+    )
+    expand_order: list[int] | None = Field(None, max_length=MAX_TREE_NODES)
+    values: list[Prob] | None = Field(None, max_length=MAX_TREE_NODES)
+    frontier: list[Annotated[list[Slot], Field(max_length=MAX_RECORD_TOP)]] | None = Field(
+        None, max_length=MAX_TREE_NODES
+    )
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -75,6 +89,28 @@ class Round(_Record):
             raise ValueError("status and p must have one entry per tree node")
         if self.u is not None and len(self.u) != n:
             raise ValueError("u must have one entry per tree node (null where no draw was made)")
+        for name in ("q_top", "p_top", "residual_top", "values"):
+            xs = getattr(self, name)
+            if xs is not None and len(xs) != n:
+                raise ValueError(f"{name} must have one entry per tree node (null where there is none)")
+        for name in ("q_top", "p_top", "residual_top"):
+            for top in getattr(self, name) or ():
+                if top is None:
+                    continue
+                if any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= x <= 1 for t, x in top):
+                    raise ValueError(f"{name} entries must be [token id, probability] pairs")
+                if any(a[1] < b[1] for a, b in zip(top, top[1:])):
+                    raise ValueError(f"{name} entries must be sorted, most probable first")
+        if self.expand_order is not None and sorted(self.expand_order) != list(range(1, n)):
+            raise ValueError("expand_order must name every drafted node once")
+        if self.frontier is not None and self.expand_order is not None and len(self.frontier) != len(self.expand_order):
+            raise ValueError("frontier must hold one list of slots per added node")
+        for step in self.frontier or ():
+            if any(
+                not isinstance(u, int) or isinstance(u, bool) or not 0 <= u < n or not isinstance(c, bool)
+                for u, _, c in step
+            ):
+                raise ValueError("frontier slots must be [node, value, copy slot?] with a node of the tree")
         if self.status[0] != "root" or "root" in self.status[1:]:
             raise ValueError("node 0, and only node 0, has status root")
         prev = 0

@@ -66,6 +66,16 @@ class RoundTrace:
     stop_reason: str | None = None
     hindsight_k: int | None = None
     u: tuple[float | None, ...] | None = None  # per node, the uniform draw it was judged with (sampled runs)
+    # the node inspector's records (RunConfig.record_top; engine.tops): per node, [[token id, probability], ...]
+    q_top: tuple[list | None, ...] | None = None  # the top of the draft distribution the node was drawn from
+    p_top: tuple[list | None, ...] | None = None  # the top of the target's distribution it was judged against
+    residual_top: tuple[list | None, ...] | None = None  # rejected nodes: the top of the residual left after them
+    head_inputs: tuple[dict, ...] | None = None  # SpecDec++: the head's scalar inputs at each draft step, by name
+    # tree growers (methods.trees.grow): the order nodes were added, each node's value w (the product of q along
+    # its path, root 1) and, for DySpec, the best slots [node, value, copy slot?] competing at each added node
+    expand_order: tuple[int, ...] | None = None
+    values: tuple[float, ...] | None = None
+    frontier: tuple[list, ...] | None = None
 
     @property
     def n_accepted(self) -> int:
@@ -157,6 +167,13 @@ def _trace_from_dict(d: dict) -> GenerationTrace:
             stop_reason=r.stop_reason,
             hindsight_k=r.hindsight_k,
             u=_tuple(r.u),
+            q_top=_tuple(r.q_top),
+            p_top=_tuple(r.p_top),
+            residual_top=_tuple(r.residual_top),
+            head_inputs=_tuple(r.head_inputs),
+            expand_order=_tuple(r.expand_order),
+            values=_tuple(r.values),
+            frontier=_tuple(r.frontier),
         )
         for r in f.rounds
     )

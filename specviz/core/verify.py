@@ -41,6 +41,7 @@ class Verdict:
     emitted: list[int]
     correction: str
     u: list[float | None] | None = None  # sampled verification: the uniform draw each judged node was compared with
+    residuals: dict[int, torch.Tensor] | None = None  # rejected node -> the residual R left after its rejection
 
 
 def verify_greedy(tree: DraftTree, argmax: list[int]) -> Verdict:
@@ -75,11 +76,12 @@ def verify_sampled(
     kids = children(tree.parents)
     status = [ROOT] + [UNVISITED] * (len(tree) - 1)
     draws: list[float | None] = [None] * len(tree)
+    left: dict[int, torch.Tensor] = {}
     path, u = [], 0
     while True:
         if not kids[u]:
             y = sample(p[u], rng)  # leaf reached: bonus token
-            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], BONUS, draws)
+            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], BONUS, draws, left)
         R = p[u]
         D = proposals[u].clone() if u in proposals else None
         nxt = None
@@ -91,23 +93,24 @@ def verify_sampled(
                     nxt = c
                     break
                 status[c] = REJECTED
-                R = residual(R, torch.nn.functional.one_hot(torch.tensor(y), R.shape[-1]).to(R))
+                R = left[c] = residual(R, torch.nn.functional.one_hot(torch.tensor(y), R.shape[-1]).to(R))
                 continue
             if D is None:  # D exhausted: no drawn child is left
                 status[c] = REJECTED
+                left[c] = R
                 continue
             draws[c] = uniform(rng)
             if draws[c] * float(D[y]) < float(R[y]):  # accept with prob min(1, R[y]/D[y])
                 nxt = c
                 break
             status[c] = REJECTED
-            R = residual(R, D)
+            R = left[c] = residual(R, D)
             D[y] = 0.0
             mass = D.sum()
             D = D / mass if mass > 0 else None
         if nxt is None:
             y = sample(R, rng)
-            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], RESAMPLE, draws)
+            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], RESAMPLE, draws, left)
         status[nxt] = ACCEPTED
         path.append(nxt)
         u = nxt

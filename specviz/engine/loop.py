@@ -19,6 +19,7 @@ from specviz.core.prompts import check_prompt
 from specviz.core.sampling import make_rng, warp
 from specviz.core.trace import RoundTrace
 from specviz.core.verify import verify_greedy, verify_sampled
+from specviz.engine.tops import round_tops
 from specviz.methods.base import Drafter
 from specviz.methods.registry import make_drafter
 from specviz.models.loading import Pair
@@ -66,6 +67,11 @@ def iter_rounds(
             verdict = verify_greedy(tree, logits.argmax(-1).tolist())
         else:
             verdict = verify_sampled(tree, probs, prop.proposals, rng, prop.copied)
+        tops = (
+            round_tops(tree, probs, prop.dists, verdict.residuals, prop.copied, run.record_top)
+            if run.record_top
+            else {}
+        )
         p_nodes = [None] + probs[
             torch.tensor(tree.parents[1:], dtype=torch.long), torch.tensor(tree.tokens[1:], dtype=torch.long)
         ].tolist()
@@ -92,6 +98,8 @@ def iter_rounds(
             draft_forwards=prop.draft_forwards,
             copied=tuple(sorted(prop.copied)) or None,
             u=None if verdict.u is None else tuple(verdict.u),
+            **tops,
+            **(prop.growth if run.record_top else {}),
             **prop.info,
         )
         # 5. let the drafter fix its cache and adapt (a feature drafter first reads the accepted path's features)

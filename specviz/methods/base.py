@@ -27,6 +27,8 @@ class Proposal:
     draft_forwards: int = 0
     info: dict = field(default_factory=dict)  # method-specific RoundTrace fields
     copied: frozenset[int] = frozenset()  # nodes proposed as a point mass (prompt lookup)
+    dists: dict[int, torch.Tensor] = field(default_factory=dict)  # node -> D its children came from, greedy too
+    growth: dict = field(default_factory=dict)  # tree growers: RoundTrace's expand_order, values, frontier
 
 
 class Drafter:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specviz.core.config import ChainConfig, HeuristicConfig
+from specviz.core.sampling import warp
 from specviz.core.tree import chain
 from specviz.methods.base import DraftLMDrafter, Proposal
 
@@ -20,9 +21,10 @@ class ChainDrafter(DraftLMDrafter):
             self.slots = {}
             return super(DraftLMDrafter, self).propose(committed, remaining)
         logits = self.feed_pending(committed)
-        toks, qs, props, forwards = [], [], {}, 1
+        toks, qs, props, dists, forwards = [], [], {}, {}, 1
         for i in range(k):
-            y, qy, dist = self.pick(logits)
+            dists[i] = warp(logits, self.sampling)
+            y, qy, dist = self.pick(logits, dists[i])
             toks.append(y)
             qs.append(qy)
             if dist is not None:
@@ -33,7 +35,7 @@ class ChainDrafter(DraftLMDrafter):
             forwards += 1
             self.slots[i + 1] = self.lm.length - 1
             logits = out.logits[-1]
-        return Proposal(chain(committed[-1], toks, qs), props, forwards)
+        return Proposal(chain(committed[-1], toks, qs), props, forwards, dists=dists)
 
 
 class HeuristicDrafter(ChainDrafter):

@@ -33,12 +33,14 @@ def _heuristic(run, pair, rng):
 
 def _specdecpp(run, pair, rng):
     lm = pair.eagle if drafter_kind(run, pair) == "eagle" else pair.draft
-    return SpecDecPPDrafter(lm, run.sampling, rng, head_for_pair(pair, lm), run.specdecpp, pair.eos_ids)
+    drafter = SpecDecPPDrafter(lm, run.sampling, rng, head_for_pair(pair, lm), run.specdecpp, pair.eos_ids)
+    drafter.record = run.record_top > 0  # the head's inputs per step, for the inspector
+    return drafter
 
 
 def _dyspec(run, pair, rng):
     lookup = run.lookup if run.copy else None
-    return DySpecDrafter(
+    drafter = DySpecDrafter(
         pair.drafter_lm(run.drafter),
         run.sampling,
         rng,
@@ -47,6 +49,8 @@ def _dyspec(run, pair, rng):
         lookup,
         _curve(pair) if lookup and lookup.extend_to else None,
     )
+    drafter.record_frontier = run.record_top  # the best slots at each growth step, for the replay
+    return drafter
 
 
 def _kary(run, pair, rng):

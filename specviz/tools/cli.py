@@ -47,6 +47,7 @@ def run_config(a: argparse.Namespace) -> RunConfig:
         method=a.method,
         max_new_tokens=a.max_new_tokens,
         drafter=a.drafter,
+        record_top=a.record_top,
         sampling=SamplingConfig(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p, seed=a.seed),
     )
     if a.method == "heuristic" and a.k is not None:  # a start K past the schedule's cap raises the cap
@@ -114,6 +115,12 @@ def _generate_parser(sub):
         choices=DRAFTERS,
         default=_D.drafter,
         help="who drafts: the EAGLE drafter, the standalone draft, or auto (EAGLE where available)",
+    )
+    p.add_argument(
+        "--record-top",
+        type=positive(int, zero=True),
+        default=_D.record_top,
+        help=f"per node, keep the top K of q, p and the residual for the inspector (default {_D.record_top}; 0: off)",
     )
     p.add_argument("--threads", type=positive(int), default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--out", required=True, help="output JSON-lines file, one GenerationTrace per prompt")

@@ -56,6 +56,7 @@ LABELS = {
 PHASE_COLORS = {"draft": "#60a5fa", "verify": "#1e3a8a", "overhead": "#94a3b8", "other": "#e2e8f0"}
 FONT = dict(family="Inter, system-ui, -apple-system, Segoe UI, sans-serif", size=13, color="#1f2937")
 MAX_LABEL = 12
+CORRECTION = "correction"  # the node name of a round's extra token (bonus or resampled) in the tree view
 TITLE_MARGIN = 72  # px above the plot for a title and a one-line subtitle
 
 
@@ -160,6 +161,16 @@ def token_spans(trace: GenerationTrace) -> list[tuple[str, str]]:
 def span_rounds(trace: GenerationTrace) -> list[int]:
     """The round index of each span of `token_spans` (clicking a token selects its round)."""
     return [r for _, _, r in token_origins(trace)]
+
+
+def span_nodes(trace: GenerationTrace) -> list[tuple[int, int | str]]:
+    """(round index, tree node) of each span of `token_spans`: an accepted draft token's node, or "correction" for
+    the round's extra token (clicking a token opens its round and its node)."""
+    return [
+        (r.index, r.accepted_path[j] if j < r.n_accepted else CORRECTION)
+        for r in trace.rounds
+        for j in range(len(r.emitted))
+    ]
 
 
 def _card(value: str, label: str, hint: str = "") -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import textwrap
+import unicodedata
 from collections.abc import Mapping
 
 import networkx as nx
@@ -31,6 +32,7 @@ from specviz.core.trace import (
 )
 from specviz.viz.style import (
     COPY_BORDER,
+    CORRECTION,
     LABELS,
     MAX_LABEL,
     PALETTE,
@@ -43,12 +45,20 @@ from specviz.viz.style import (
 
 MAX_DRAW_NODES = 400
 MIN_ROWS = 4
-TREE_HEIGHT = 380  # the figure's least height; it grows by ROW_HEIGHT a row up to MAX_TREE_HEIGHT
+TREE_WIDTH = 520  # px: the narrowest plot labels are sized for (wider plots only add room)
+TREE_PLOT_HEIGHT = 260  # the plot area's least height; it grows by ROW_HEIGHT a row up to MAX_TREE_HEIGHT
 ROW_HEIGHT = 34
-MAX_TREE_HEIGHT = 1100
+MAX_TREE_HEIGHT = 1100  # the figure's height past which subtrees fold into "+n more" chips
+LEGEND_SPACE = 64  # px under the plot for the legend
+SIDE_MARGIN = 16
+CHIP_FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"  # fixed advance: a chip's width follows its text
+CHAR_EM = 0.6  # a monospace character's advance, in font sizes (a wide CJK character: two)
+LINE_EM = 1.3  # a line's height, in font sizes
+CHIP_GAP = 4  # px kept free between neighbouring chips
 SENTENCE_WIDTH = 64  # characters a line of the round's sentence holds
 STOP_HEIGHT = 380
-CORRECTION = "correction"
+FOLD, GROWN = "fold", "grown"  # node kinds of this view only: a folded group, a node in the growth replay
+FOLD_COLOR, GROWN_COLOR, NEWEST_BORDER, SLOT_COLOR = "#f1f5f9", "#64748b", "#f59e0b", "#f59e0b"
 
 
 def correction_kind(rnd: RoundTrace) -> str | None:
@@ -60,24 +70,77 @@ def correction_kind(rnd: RoundTrace) -> str | None:
     return BONUS_TOKEN if rnd.correction == BONUS else CORRECTED if rnd.correction == RESAMPLE else TARGET
 
 
-def tree_graph(rnd: RoundTrace) -> nx.DiGraph:
+def tree_graph(rnd: RoundTrace, upto: int | None = None) -> nx.DiGraph:
     """DiGraph of the round: draft nodes 0..n-1 plus the correction node, with attrs depth, kind and rank
-    (0 for the committed line: accepted nodes and the correction; then siblings in sampling order)."""
+    (0 for the committed line: accepted nodes and the correction; then siblings in sampling order).
+    `upto`: the growth replay's view, the first `upto` nodes of `expand_order`, all of kind GROWN, no verdict."""
     parents, kind = rnd.tree.parents, correction_kind(rnd)
+    nodes = range(1, len(parents)) if upto is None else sorted((rnd.expand_order or ())[:upto])
     g = nx.DiGraph()
     g.add_node(0, depth=0, kind=ROOT, rank=0)
-    for i in range(1, len(parents)):
-        g.add_node(
-            i,
-            depth=g.nodes[parents[i]]["depth"] + 1,
-            kind=rnd.status[i],
-            rank=0 if rnd.status[i] == ACCEPTED else 1 + i,
-        )
+    for i in nodes:
+        st = GROWN if upto is not None else rnd.status[i]
+        g.add_node(i, depth=g.nodes[parents[i]]["depth"] + 1, kind=st, rank=0 if st == ACCEPTED else 1 + i)
         g.add_edge(parents[i], i)
-    if kind is not None:
+    if kind is not None and upto is None:
         tip = rnd.accepted_path[-1] if rnd.accepted_path else 0
         g.add_node(CORRECTION, depth=g.nodes[tip]["depth"] + 1, kind=kind, rank=0)
         g.add_edge(tip, CORRECTION)
+    return g
+
+
+def fold_id(parent, kind: str) -> str:
+    """The name a folded group is clicked by: the parent it hangs off and what it holds."""
+    return f"fold:{parent}:{kind}"
+
+
+def n_rows(g: nx.DiGraph) -> int:
+    """Rows `tree_layout` gives the graph: one a leaf."""
+    return sum(1 for u in g if g.out_degree(u) == 0)
+
+
+def _leaves(g: nx.DiGraph, u) -> int:
+    return sum(1 for d in (u, *nx.descendants(g, u)) if g.out_degree(d) == 0)
+
+
+def fold(g: nx.DiGraph, max_rows: int, opened=()) -> nx.DiGraph:
+    """Fold groups of siblings into one "+n more" chip until the tree fits `max_rows` rows: first the last
+    unvisited children of a node (with their subtrees), largest groups first; then, if still too tall, a node's
+    last rejected children whose subtrees hold nothing visited. A group named in `opened` (`fold_id`) stays
+    open; the committed line never folds."""
+    g = g.copy()
+    for kind in (UNVISITED, REJECTED):
+        if n_rows(g) <= max_rows:
+            break
+        groups = []
+        for u in list(g):
+            kids = [c for c in g.successors(u) if g.nodes[c]["kind"] == kind]
+            if kind == REJECTED:
+                kids = [c for c in kids if all(g.nodes[d]["kind"] in (UNVISITED, FOLD) for d in nx.descendants(g, c))]
+            if not kids or fold_id(u, kind) in opened:
+                continue
+            leaves = sum(_leaves(g, c) for c in kids)
+            if leaves > 1:
+                groups.append((leaves - 1, u, sorted(kids, key=lambda c: g.nodes[c]["rank"])))
+        for _, u, kids in sorted(groups, key=lambda x: (-x[0], str(x[1]))):
+            excess = n_rows(g) - max_rows
+            if excess <= 0:
+                break
+            if u not in g:  # folded away inside a larger group
+                continue
+            tail, leaves = [], 0  # fold the last siblings (sampling order), as few as make the tree fit
+            for c in reversed(kids):
+                tail.insert(0, c)
+                leaves += _leaves(g, c)
+                if leaves - 1 >= excess:
+                    break
+            if leaves < 2:
+                continue
+            hidden = {d for c in tail for d in (c, *nx.descendants(g, c))}
+            count = sum(g.nodes[d].get("count", 1) for d in hidden)
+            g.remove_nodes_from(hidden)
+            g.add_node(fold_id(u, kind), depth=g.nodes[u]["depth"] + 1, kind=FOLD, rank=10**6, count=count, holds=kind)
+            g.add_edge(u, fold_id(u, kind))
     return g
 
 
@@ -103,7 +166,12 @@ def _fmt(x: float | None) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
-def _hover(rnd: RoundTrace, u, kind: str, token_text: Mapping[int, str], greedy: bool) -> str:
+def _hover(rnd: RoundTrace, u, kind: str, token_text: Mapping[int, str], greedy: bool, g=None) -> str:
+    if kind == FOLD:
+        d = g.nodes[u]
+        par = token_label(token_text, rnd.tree.tokens[next(iter(g.predecessors(u)))], 40)
+        what = "never reached by the target" if d["holds"] == UNVISITED else "rejected, with what grew under them"
+        return f"<b>+{d['count']} more</b> under <b>{par}</b><br>drafted nodes {what}<br>click to open"
     if u == CORRECTION:
         tok = rnd.emitted[rnd.n_accepted]
         why = {
@@ -111,12 +179,15 @@ def _hover(rnd: RoundTrace, u, kind: str, token_text: Mapping[int, str], greedy:
             CORRECTED: "resampled from the residual norm(max(0, p − q)) after a rejection",
             TARGET: "the target's own token (nothing was drafted)",
         }[kind]
-        return f"<b>{token_label(token_text, tok, 40)}</b>  (id {tok})<br>{why}"
+        return f"<b>{token_label(token_text, tok, 40)}</b>  (id {tok})<br>{why}<br>click to inspect"
     tok = rnd.tree.tokens[u]
     head = f"<b>{token_label(token_text, tok, 40)}</b>  (id {tok})<br>"
     if u == 0:
         return head + "root: the last committed token"
     q, p = rnd.tree.q[u], rnd.p[u]
+    if kind == GROWN:
+        value = None if rnd.values is None else rnd.values[u]
+        return head + f"drafted with q = {_fmt(q)}" + (f"<br>node value = {value:.3f}" if value is not None else "")
     lines = [f"{LABELS[kind]}", f"q (draft) = {_fmt(q)}", f"p (target) = {_fmt(p)}"]
     if u in (rnd.copied or ()):
         lines[1] = "copied from the context (prompt lookup): a point mass, q = 1"
@@ -127,30 +198,92 @@ def _hover(rnd: RoundTrace, u, kind: str, token_text: Mapping[int, str], greedy:
         lines.append(f"uniform draw u = {draw:.3f}: accepted iff u is below its acceptance ratio")
     if greedy:
         lines.append("greedy: accepted iff it is the target's argmax")
-    return head + "<br>".join(lines)
+    return head + "<br>".join(lines) + "<br>click to inspect"
 
 
-def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = False) -> go.Figure:
-    """The round's draft tree as token chips coloured by status; hover shows q, p and min(1, p/q)."""
+def display_width(text: str) -> int:
+    """Character cells `text` takes in a monospace font: wide (CJK) characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def chip_text(token_text: Mapping[int, str], tok: int, cells: int) -> str:
+    """A token's chip label that fits `cells` character cells."""
+    label = token_label(token_text, tok, MAX_LABEL)
+    plain = html.unescape(label)
+    if display_width(plain) <= cells:
+        return label
+    while plain and display_width(plain) > cells - 1:
+        plain = plain[:-1]
+    return html.escape(plain + "…", quote=False)
+
+
+def _sizes(depth: int, rows: int) -> dict:
+    """Font, padding and label cells for a tree `depth` columns deep and `rows` rows tall, so that at
+    TREE_WIDTH no chip reaches its neighbour's column or row."""
+    col_px = (TREE_WIDTH - 2 * SIDE_MARGIN) / (max(depth, 3) + 1.2)
+    size = 14 if rows <= 10 and col_px >= 90 else 12  # 12 px at least: labels read on a projector
+    side = 6 if col_px >= 48 else 3  # padding + border, each side
+    cells = int((col_px - CHIP_GAP - 2 * side) / (CHAR_EM * size))
+    return dict(size=size, side=side, cells=max(2, min(MAX_LABEL, cells)))
+
+
+def tree_figure(
+    rnd: RoundTrace,
+    token_text: Mapping[int, str],
+    greedy: bool = False,
+    opened=(),
+    step: int | None = None,
+) -> go.Figure:
+    """The round's draft tree as token chips coloured by status; hover shows q, p and min(1, p/q), a click
+    (`customdata`: the node, or a folded group's `fold_id`) opens it. Too many rows for MAX_TREE_HEIGHT fold into
+    "+n more" chips unless named in `opened`. `step` k (1..n, tree methods): the growth replay, the tree as it
+    stood after its first k nodes, with the slots competing for the next draw ringed."""
     if len(rnd.tree) > MAX_DRAW_NODES:
         return placeholder(
             f"Round {rnd.index}: the draft tree has {len(rnd.tree)} nodes,\n"
             f"more than the {MAX_DRAW_NODES} this view draws.",
-            TREE_HEIGHT,
+            TREE_PLOT_HEIGHT,
         )
-    g = tree_graph(rnd)
+    growth = step is not None and rnd.expand_order is not None
+    if growth:
+        step = max(0, min(int(step), len(rnd.expand_order)))
+    # plotly does not wrap: the sentence's lines fit a half-page plot
+    if growth:
+        words = _lines(growth_sentence(rnd, token_text, step), SENTENCE_WIDTH)
+    else:
+        words = round_sentence(rnd, token_text, greedy, SENTENCE_WIDTH)
+    top = TITLE_MARGIN + 8 + 16 * (words.count("<br>") + 1)  # one 16 px line a line of the sentence
+    max_rows = (MAX_TREE_HEIGHT - top - LEGEND_SPACE) // ROW_HEIGHT
+    g = fold(tree_graph(rnd, step if growth else None), max_rows, opened)
     pos = tree_layout(g)
     depth = max(x for x, _ in pos.values())
-    n_rows = 1 - min(y for _, y in pos.values())
-    limit = max(3, min(MAX_LABEL, 64 // (depth + 1)))  # chips must fit their column
-    size = 14 if n_rows <= 10 else 12  # 12 px at least: labels read on a projector
-    height = max(TREE_HEIGHT, min(MAX_TREE_HEIGHT, 120 + ROW_HEIGHT * n_rows))
+    rows = 1 - min(y for _, y in pos.values())
+    sz = _sizes(depth, rows)
+    plot_h = max(TREE_PLOT_HEIGHT, ROW_HEIGHT * rows)  # past the cap only where opened groups need the rows
     fig = go.Figure()
-    # 1. edges, styled by the child's fate
+    _edges(fig, g, pos)
+    newest = rnd.expand_order[step - 1] if growth and step else None
+    _chips(fig, rnd, g, pos, token_text, greedy, sz, newest)
+    if growth:
+        _slots(fig, rnd, g, pos, token_text, step)
+    # frame
+    fig.update_xaxes(visible=False, range=[-0.6, max(depth, 3) + 0.6], fixedrange=True)
+    spare = max(0, MIN_ROWS - rows) / 2  # few rows: keep their spacing, centred
+    fig.update_yaxes(visible=False, range=[-(rows - 1) - 0.5 - spare, 0.5 + spare], fixedrange=True)
+    title = round_title(rnd, token_text) if not growth else f"Round {rnd.index}: how the tree grew"
+    subtitle = words + "<br>" + round_subtitle(rnd)
+    fig = base_layout(fig, top + plot_h + LEGEND_SPACE, title, subtitle, legend_space=LEGEND_SPACE)
+    return fig.update_layout(margin=dict(t=top, l=SIDE_MARGIN, r=SIDE_MARGIN), hovermode="closest")
+
+
+def _edges(fig: go.Figure, g: nx.DiGraph, pos: dict) -> None:
+    """Edges styled by the child's fate; the correction's edge dotted in its own colour."""
     styles = {
         ACCEPTED: dict(color=PALETTE[ACCEPTED], width=3),
         REJECTED: dict(color=PALETTE[REJECTED], width=1.5, dash="dash"),
         UNVISITED: dict(color="#cbd5e1", width=1.2),
+        FOLD: dict(color="#cbd5e1", width=1.2, dash="dot"),
+        GROWN: dict(color=GROWN_COLOR, width=1.5),
     }
     for kind, line in styles.items():
         xs, ys = [], []
@@ -173,11 +306,16 @@ def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = F
                 showlegend=False,
             )
         )
-    # 2. nodes: one hover trace per kind, token chips as annotations on top
+
+
+def _chips(fig, rnd, g, pos, token_text, greedy, sz, newest) -> None:
+    """Nodes: one hover-and-click trace per kind (invisible squares under the chips), token chips as annotations."""
     by_kind: dict[str, list] = {}
     for u in g.nodes:
         by_kind.setdefault(g.nodes[u]["kind"], []).append(u)
-    order = [ROOT, ACCEPTED, BONUS_TOKEN, CORRECTED, TARGET, REJECTED, UNVISITED]
+    order = [ROOT, ACCEPTED, BONUS_TOKEN, CORRECTED, TARGET, REJECTED, UNVISITED, GROWN, FOLD]
+    colours = {**PALETTE, FOLD: FOLD_COLOR, GROWN: GROWN_COLOR}
+    names = {**LABELS, FOLD: "folded: click to open", GROWN: "drafted (before the target's verdict)"}
     copied = set(rnd.copied or ())
     for kind in order:
         nodes = by_kind.get(kind, [])
@@ -188,41 +326,91 @@ def tree_figure(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = F
                 x=[pos[u][0] for u in nodes],
                 y=[pos[u][1] for u in nodes],
                 mode="markers",
-                name=LABELS[kind],
-                marker=dict(color=PALETTE[kind], size=30, symbol="square", opacity=0.0),
+                name=names[kind],
+                marker=dict(color=colours[kind], size=30, symbol="square", opacity=0.0),
                 showlegend=False,
-                hovertext=[_hover(rnd, u, kind, token_text, greedy) for u in nodes],
+                hovertext=[_hover(rnd, u, kind, token_text, greedy, g) for u in nodes],
                 hoverinfo="text",
+                customdata=[str(u) for u in nodes],
                 meta=kind,
             )
         )
-        legend_entry(fig, LABELS[kind], PALETTE[kind])
+        legend_entry(fig, names[kind], colours[kind], border="#94a3b8" if kind == FOLD else None)
         for u in nodes:
-            tok = rnd.emitted[rnd.n_accepted] if u == CORRECTION else rnd.tree.tokens[u]
-            dark = kind == UNVISITED
-            copy = u in copied
+            copy, new = u in copied, u == newest
+            if kind == FOLD:
+                text = html.escape(f"+{g.nodes[u]['count']}"[: sz["cells"]], quote=False)
+            else:
+                tok = rnd.emitted[rnd.n_accepted] if u == CORRECTION else rnd.tree.tokens[u]
+                text = chip_text(token_text, tok, sz["cells"])
+            bw = 3 if copy or new else 1
             fig.add_annotation(
                 x=pos[u][0],
                 y=pos[u][1],
-                text=token_label(token_text, tok, limit),
+                text=text,
                 showarrow=False,
-                bgcolor=PALETTE[kind],
-                bordercolor=COPY_BORDER if copy else "white",
-                borderwidth=3 if copy else 1,
-                borderpad=5 - 2 * copy,
-                font=dict(color="#334155" if dark else "white", size=size),
+                bgcolor=colours[kind],
+                bordercolor=NEWEST_BORDER if new else COPY_BORDER if copy else "#94a3b8" if kind == FOLD else "white",
+                borderwidth=bw,
+                borderpad=sz["side"] - bw,
+                font=dict(color="#334155" if kind in (UNVISITED, FOLD) else "white", size=sz["size"], family=CHIP_FONT),
             )
     if copied:
         legend_entry(fig, "copied from the context (prompt lookup)", "white", border=COPY_BORDER)
-    # 3. frame
-    fig.update_xaxes(visible=False, range=[-0.6, max(depth, 3) + 0.6])
-    spare = max(0, MIN_ROWS - n_rows) / 2  # few rows: keep their spacing, centred
-    fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5 - spare, 0.5 + spare])
-    words = round_sentence(rnd, token_text, greedy, SENTENCE_WIDTH)  # plotly does not wrap: lines fit a half-page plot
-    subtitle = words + "<br>" + round_subtitle(rnd)
-    top = TITLE_MARGIN + 8 + 16 * (words.count("<br>") + 1)  # one 16 px line a line of the sentence
-    fig = base_layout(fig, height + top - TITLE_MARGIN, round_title(rnd, token_text), subtitle)
-    return fig.update_layout(margin_t=top)
+
+
+def _slots(fig, rnd, g, pos, token_text, step) -> None:
+    """The growth replay: ring each node whose slot competes for the next draw, its value on hover."""
+    if not rnd.frontier or step >= len(rnd.frontier):
+        return
+    slots = [(u, v, c) for u, v, c in rnd.frontier[step] if u in pos]
+    if not slots:
+        return
+    best = {}
+    for u, v, c in slots:
+        best.setdefault(u, []).append((v, c))
+    fig.add_trace(
+        go.Scatter(
+            x=[pos[u][0] for u in best],
+            y=[pos[u][1] for u in best],
+            mode="markers",
+            marker=dict(size=44, symbol="circle-open", color=SLOT_COLOR, line=dict(width=2)),
+            hovertext=[
+                f"<b>{token_label(token_text, rnd.tree.tokens[u], 40)}</b>: the next draw here is worth "
+                + ", ".join(f"{v:.3f}{' (copy)' if c else ''}" for v, c in vs)
+                for u, vs in best.items()
+            ],
+            hoverinfo="text",
+            name="slots competing for the next draw",
+            showlegend=True,
+        )
+    )
+
+
+def growth_sentence(rnd: RoundTrace, token_text: Mapping[int, str], step: int) -> str:
+    """The growth replay at `step` in words: the node just added, the value of the slot it came from, and the
+    slots that competed for it."""
+    n = len(rnd.expand_order)
+    if step == 0:
+        head = f"step 0 of {n}: the root alone"
+    else:
+        c = rnd.expand_order[step - 1]
+        tok, par = (
+            _quoted(token_text, [rnd.tree.tokens[c]]),
+            _quoted(token_text, [rnd.tree.tokens[rnd.tree.parents[c]]]),
+        )
+        head = f"step {step} of {n}: drew {tok} under {par} (q {rnd.tree.q[c]:.2f}"
+        head += f", node value {rnd.values[c]:.3f})" if rnd.values is not None else ")"
+        if rnd.frontier and step - 1 < len(rnd.frontier) and len(rnd.frontier[step - 1]) > 1:
+            (_, v, _), *rest = rnd.frontier[step - 1]
+            others = ", ".join(f"{_quoted(token_text, [rnd.tree.tokens[u]])} {w:.3f}" for u, w, _ in rest[:3])
+            head += f"; its slot was worth {v:.3f}, ahead of {others}"
+    if rnd.frontier and step < len(rnd.frontier):
+        u, v, copy = rnd.frontier[step][0]
+        head += f"; next: a {'copy' if copy else 'draw'} under {_quoted(token_text, [rnd.tree.tokens[u]])} ({v:.3f})"
+    elif step == n:
+        head += "; the tree is complete"
+    return head + "."
 
 
 def round_title(rnd: RoundTrace, token_text: Mapping[int, str]) -> str:
@@ -268,6 +456,9 @@ def round_sentence(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool 
             reason = "not the target's argmax"
         elif p is not None:
             reason = f"p {p:.2f} against q {q:.2f}"
+            draw = None if rnd.u is None else rnd.u[u]
+            if draw is not None and q > 0:
+                reason += f", u {draw:.2f} > p/q" if draw * q >= p else f", u {draw:.2f}"
         else:
             reason = f"q {q:.2f}"
         why.append(f"{_quoted(token_text, [rnd.tree.tokens[u]])} ({reason})")

@@ -36,6 +36,8 @@ class SpecDecPPDrafter(DraftLMDrafter):
     threshold and the stop reason.
     """
 
+    record = True  # keep the head's scalar inputs per step in Proposal.info (RoundTrace.head_inputs)
+
     def __init__(
         self, lm, sampling, rng, head: AcceptanceHead, cfg: SpecDecPPConfig = SpecDecPPConfig(), eos_ids=frozenset()
     ):
@@ -66,11 +68,11 @@ class SpecDecPPDrafter(DraftLMDrafter):
         if self.index is not None:
             self.index.sync(committed)
         tent = self.target_entropy()
-        toks, qs, rows, props, factors, stops = [], [], [], {}, [], []
+        toks, qs, rows, props, dists, factors, stops = [], [], [], {}, {}, [], []
         cum, hidden, reason = 1.0, self._last_hidden, None  # hidden: the draft's state that produced `logits`
         while reason is None:
             node = len(toks)  # the parent of the candidate drawn now
-            q = warp(logits, self.sampling)
+            q = dists[node] = warp(logits, self.sampling)
             y, qy, dist = self.pick(logits, q)
             rows.append(self.columns(q, y, node + 1, toks, tent))
             toks.append(y)
@@ -90,7 +92,9 @@ class SpecDecPPDrafter(DraftLMDrafter):
                 self.slots[n] = self.lm.length - 1
                 logits, hidden = out.logits[-1], out.hidden[-1]
         info.update(accept_probs=tuple(factors), stop_probs=tuple(stops), stop_reason=reason)
-        return Proposal(chain(committed[-1], toks, qs), props, len(toks), info)
+        if self.record and self.head.inputs:
+            info["head_inputs"] = head_inputs.named_rows(self.head.inputs, rows)
+        return Proposal(chain(committed[-1], toks, qs), props, len(toks), info, dists=dists)
 
     def target_entropy(self) -> float:
         """The head's `target_entropy` input (specviz.methods.specdecpp.inputs): from the target's hidden state of

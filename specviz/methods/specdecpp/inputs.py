@@ -111,3 +111,11 @@ def columns(
 def select(rows: torch.Tensor, inputs: tuple[str, ...]) -> torch.Tensor:
     """The columns a head reads, in its order: rows (..., len(CATALOG)) -> (..., len(inputs))."""
     return rows[..., [CATALOG.index(name) for name in inputs]]
+
+
+def named_rows(inputs: tuple[str, ...], rows: list[torch.Tensor]) -> tuple[dict[str, float], ...]:
+    """The columns a head read at each draft step, by name, as plain numbers (a trace's `head_inputs`)."""
+    if not rows:
+        return ()
+    picked = select(torch.stack(rows), inputs).tolist()
+    return tuple({name: round(float(v), 6) for name, v in zip(inputs, row)} for row in picked)

@@ -73,6 +73,7 @@ class DySpecDrafter(TreeDrafter):
             seq = 2
         pending: list[int] = []  # created, expandable, not yet run by the draft
         while heap and self.n_drafted < self.cfg.budget:
+            seen = self.note_frontier(heap)
             _, _, u, is_copy = heapq.heappop(heap)
             if is_copy:
                 c = self.copy(u)
@@ -83,6 +84,9 @@ class DySpecDrafter(TreeDrafter):
                 if self.mass(u) <= 0:
                     continue
                 c = self.draw(u)
+            if seen is not None:
+                self.steps.append(seen)
+            if not is_copy:
                 v_sibling = self.w[u] * self.mass(u)
                 if v_sibling > 0:
                     heapq.heappush(heap, (-v_sibling, seq, u, False))
@@ -105,7 +109,10 @@ class DySpecDrafter(TreeDrafter):
             heapq.heapify(heap)
             seq, new = len(frontier), []
             while heap and self.n_drafted < self.cfg.budget:
+                seen = self.note_frontier(heap)
                 _, _, u, is_copy = heapq.heappop(heap)
+                if seen is not None:
+                    self.steps.append(seen)
                 if is_copy:
                     c = self.copy(u)
                     if self.copy_value(c) >= t:

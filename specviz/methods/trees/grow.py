@@ -28,6 +28,7 @@ the node's draft-cache position, which `DraftLMDrafter.observe` uses to keep the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 
 import torch
 
@@ -77,6 +78,7 @@ class TreeDrafter(DraftLMDrafter):
     lookup: LookupConfig | None = None  # copy slots from prompt lookup (RunConfig.copy)
     curve: dict | None = None  # the target's verify curve: copies past the budget (lookup.extend_to)
     index: NgramIndex | None = None
+    record_frontier: int = 0  # growers that choose where to draw: keep this many best slots per step (0: none)
 
     def begin(self, prompt_ids):
         super().begin(prompt_ids)
@@ -94,6 +96,8 @@ class TreeDrafter(DraftLMDrafter):
         self.left: dict[int, float] = {}  # node -> sum(R[u])
         self.scale: dict[int, float] = {}  # node -> draft mass left after removing its copy
         self.copied: set[int] = set()
+        self.added: list[int] = []  # nodes in the order they joined the tree
+        self.steps: list[list] = []  # per added node, the best slots competing when it was drawn (record_frontier)
         self.copy_at: dict[int, int] = {}  # node -> j: the token copy_toks[j] copies under it
         self.open_copy: int | None = None  # the one node whose copy slot is open
         self.copy_toks, self.copy_alpha = [], []
@@ -139,6 +143,7 @@ class TreeDrafter(DraftLMDrafter):
         self.depth.append(self.depth[u] + 1)
         self.w.append(v)
         c = len(self.tokens) - 1
+        self.added.append(c)
         self.copied.add(c)
         self.open_copy = None
         if j + 1 < len(self.copy_toks):
@@ -160,6 +165,8 @@ class TreeDrafter(DraftLMDrafter):
         room = min(self.lookup.extend_to - len(self.copied), len(self.copy_toks) - j)
         alphas = self.copy_alpha[j : j + max(0, room)]
         for a in alphas[: best_extension(1 + sum(self.w[1:]), len(self.tokens), alphas, self.curve)]:
+            if self.record_frontier:
+                self.steps.append([[u, round(a, 6), True]])  # past the budget the copy slot is the only one
             u = self.copy(u, a)
 
     def expandable(self, c: int) -> bool:
@@ -178,6 +185,7 @@ class TreeDrafter(DraftLMDrafter):
         self.q.append(d)
         self.depth.append(self.depth[u] + 1)
         self.w.append(self.w[u] * d * self.scale[u])
+        self.added.append(len(self.tokens) - 1)
         return len(self.tokens) - 1
 
     def compute(self, nodes: Sequence[int]) -> None:
@@ -225,9 +233,22 @@ class TreeDrafter(DraftLMDrafter):
             self.scale[u] = scale[i]
             self.left[u] = scale[i]
 
+    def note_frontier(self, heap: list[tuple]) -> list | None:
+        """The best `record_frontier` slots of a grower's heap of (-value, order, node, copy slot?), best first, as
+        [node, value, copy slot?]; slots whose draws are used up are left out. None when not recording."""
+        if not self.record_frontier:
+            return None
+        live = (e for e in sorted(heap) if e[3] or not self.computed(e[2]) or self.mass(e[2]) > 0)
+        return [[u, round(-v, 6), bool(copy)] for v, _, u, copy in islice(live, self.record_frontier)]
+
     def proposal(self) -> Proposal:
-        """The grown tree; at T > 0 also D at every node that has children (what the verifier needs)."""
+        """The grown tree; at T > 0 also D at every node that has children (what the verifier needs); the draft
+        distribution at every node that has children, and the tree's growth (order, node values, frontier)."""
         tree = DraftTree(tuple(self.tokens), tuple(self.parents), tuple(self.q))
         drew = {self.parents[c] for c in range(1, len(self.tokens)) if c not in self.copied}
         props = {} if self.sampling.greedy else {u: self.D[u] for u in sorted(drew)}
-        return Proposal(tree, props, self.draft_forwards, copied=frozenset(self.copied))
+        growth = {"expand_order": tuple(self.added), "values": tuple(round(w, 6) for w in self.w)}
+        if self.record_frontier and len(self.steps) == len(self.added):
+            growth["frontier"] = tuple(self.steps)
+        dists = {u: self.D[u] for u in sorted(drew)}
+        return Proposal(tree, props, self.draft_forwards, copied=frozenset(self.copied), dists=dists, growth=growth)

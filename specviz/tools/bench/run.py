@@ -123,6 +123,7 @@ def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_token
         sampling=SamplingConfig(temperature=temperature, seed=seed),
         drafter=s.drafter,
         copy=s.copy,
+        record_top=RunConfig().record_top if s.record else 0,
         **method_knobs(s),
     )
     f0 = sum(lm.forward_ms for lm in pair.lms)
@@ -274,7 +275,7 @@ def parser() -> argparse.ArgumentParser:
         "1-16-row products on the numba row kernel, which @mkl turns off; "
         "stock for Hugging Face), +eagle or +model the drafter (default: EAGLE where the pair "
         "has one; Hugging Face always runs the standalone draft), +static a reduced draft head "
-        "without the context vocabulary",
+        "without the context vocabulary, +norecord nothing kept for the node inspector (record_top 0)",
     )
     p.add_argument(
         "--dtype",

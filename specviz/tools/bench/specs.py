@@ -74,6 +74,7 @@ class Setting:
     drafter: str = "auto"  # RunConfig.drafter: spec suffix +eagle / +model (HF always uses the standalone draft)
     copy: bool = False  # RunConfig.copy: spec suffix +copy (dyspec-lookup:B = dyspec:B+copy)
     static: bool = False  # spec suffix +static: a reduced draft head without its context vocabulary (ablation)
+    record: bool = True  # RunConfig.record_top at its default; spec suffix +norecord: 0 (what the inspector costs)
 
     @property
     def hf_assisted(self) -> bool:
@@ -124,12 +125,12 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available=METHODS)
         if kern not in KERNELS:
             raise ValueError(f"method spec {full!r}: the part after '@' must be one of {', '.join(KERNELS)}")
         spec, *plus = spec.split("+")
-        copy, static = "copy" in plus, "static" in plus
-        plus = [p for p in plus if p not in ("copy", "static")]
+        copy, static, norecord = "copy" in plus, "static" in plus, "norecord" in plus
+        plus = [p for p in plus if p not in ("copy", "static", "norecord")]
         if len(plus) > 1 or (plus and plus[0] not in DRAFTER_LABELS):
             raise ValueError(
                 f"method spec {full!r}: the parts after '+' must be one of {', '.join(DRAFTER_LABELS)} "
-                "and/or copy, static"
+                "and/or copy, static, norecord"
             )
         drafter = plus[0] if plus else ""
         n_before = len(out)
@@ -227,6 +228,15 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available=METHODS)
             out[n_before:] = [
                 replace(
                     s, key=f"{s.key}+static", label=f"{s.label}, head ids only (no context vocabulary)", static=True
+                )
+                for s in out[n_before:]
+            ]
+        if norecord:
+            if any(s.kind == "hf" for s in out[n_before:]):
+                raise ValueError(f"method spec {full!r}: +norecord applies to specviz's methods only")
+            out[n_before:] = [
+                replace(
+                    s, key=f"{s.key}+norecord", label=f"{s.label}, nothing recorded for the inspector", record=False
                 )
                 for s in out[n_before:]
             ]

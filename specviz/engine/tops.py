@@ -1,0 +1,60 @@
+"""What a round keeps for the node inspector: the top of the draft's q, the target's p and the residual at each node.
+
+Per drafted node c: ``q_top[c]`` is the top of the distribution c was drawn from (its parent's D; for a copied node,
+the point mass on its token), ``p_top[c]`` the top of the target's warped distribution at c's parent, the one c was
+judged against, and, at a rejected c of a sampled round, ``residual_top[c]`` the top of the residual
+norm(max(0, R - D)) left after that rejection: what the next sibling was judged against, or the correction drawn
+from. Each is a list of [token id, probability] pairs, most probable first, probabilities to 4 significant digits;
+the root's entries are None. Recording reads tensors the round computed anyway and draws no random number, so it
+changes no output.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specviz.core.trace import DraftTree
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def top_pairs(rows: torch.Tensor, k: int) -> list[list[list]]:
+    """The k most probable [token id, probability] pairs of each row of `rows` (m, V), zeros left out."""
+    vals, idx = torch.topk(rows.float(), min(k, rows.shape[-1]), dim=-1)
+    return [[[i, _sig(v)] for i, v in zip(ids, vs) if v > 0] for ids, vs in zip(idx.tolist(), vals.tolist())]
+
+
+def _by_node(nodes: list[int], rows: list[torch.Tensor], k: int) -> dict[int, list]:
+    return dict(zip(nodes, top_pairs(torch.stack(rows), k))) if nodes else {}
+
+
+def round_tops(
+    tree: DraftTree,
+    probs: torch.Tensor,
+    dists: dict[int, torch.Tensor],
+    residuals: dict[int, torch.Tensor] | None,
+    copied: frozenset[int],
+    k: int,
+) -> dict[str, tuple]:
+    """RoundTrace's q_top, p_top and residual_top for one verified round; `probs` (n, V): the target's warped
+    distributions after each node; `dists`: the draft's D at each node that has drawn children."""
+    n = len(tree)
+    if n == 1:
+        return {"q_top": (None,), "p_top": (None,), "residual_top": None}
+    parents = sorted(set(tree.parents[1:]))
+    p_at = dict(zip(parents, top_pairs(probs[torch.tensor(parents, device=probs.device)], k)))
+    drew = [u for u in parents if u in dists]
+    q_at = _by_node(drew, [dists[u] for u in drew], k)
+    q_top, p_top = [None], [None]
+    for c in range(1, n):
+        u = tree.parents[c]
+        q_top.append([[tree.tokens[c], 1.0]] if c in copied else q_at.get(u))
+        p_top.append(p_at[u])
+    out = {"q_top": tuple(q_top), "p_top": tuple(p_top), "residual_top": None}
+    if residuals:
+        rejected = sorted(residuals)
+        left = _by_node(rejected, [residuals[c] for c in rejected], k)
+        out["residual_top"] = tuple(left.get(c) for c in range(n))
+    return out
