@@ -50,3 +50,25 @@ def test_run_default_prompt_draws_tree_and_stop_plot(page, tmp_path):
     assert "candidates judged" in page.locator("#sv-calib .js-plotly-plot").inner_text()
     page.screenshot(path=str(tmp_path / "stop-head.png"), full_page=True)
     print(f"time to first tree {first_tree:.1f} s; whole run {total:.1f} s")
+
+
+def test_click_a_rejected_node_of_a_budget_32_tree_to_see_its_residual(page, tmp_path):
+    """DySpec at budget 32, sampled: a click on an accepted node, then on a rejected one, opens each in the
+    inspector; the rejected one's panel shows q against p, its uniform draw and the residual after it."""
+    screenshot.run_tree_prompt(page, app_url(), budget=32, max_new=MAX_NEW)
+    assert page.locator("#sv-tree .annotation").count() > 8
+    accepted = screenshot.click_node(page, "accepted")
+    if accepted is not None:
+        page.wait_for_function(
+            f"(document.querySelector('#sv-inspect')?.innerText || '').includes('node {accepted},')", timeout=30_000
+        )
+        assert "accepted draft token" in page.locator("#sv-inspect").inner_text()
+    node = screenshot.show_rejection(page)
+    assert node is not None, "no round of the run had a rejected node"
+    text = page.locator("#sv-inspect").inner_text()
+    assert "rejected draft token" in text and "uniform draw u" in text
+    assert "q: the draft's distribution" in text and "p: the target's distribution" in text
+    assert "residual norm(max(0, p − q)) after rejecting" in text
+    shots = screenshot.tree_shots(page, tmp_path)
+    assert "how the tree grew" in page.evaluate("document.querySelector('#sv-tree .gtitle')?.textContent || ''")
+    assert all(p.stat().st_size > 10_000 for p in shots)

@@ -32,9 +32,10 @@ def round_views(trace, i, opened=(), step=None):
         return placeholder(EMPTY), placeholder(EMPTY)
     rnd = _round(trace, i)
     grow = step if step and rnd.expand_order else None
-    return tree_figure(rnd, trace.token_text, _greedy(trace), set(opened or ()), grow), stop_figure(
-        rnd, trace.token_text
-    )
+    t = trace.config.get("dyspec", {}).get("level_threshold", 0) if trace.method == "dyspec" else 0
+    t = t if isinstance(t, (int, float)) and 0 < t <= 1 else 0  # a trace file is input
+    tree = tree_figure(rnd, trace.token_text, _greedy(trace), set(opened or ()), grow, t)
+    return tree, stop_figure(rnd, trace.token_text)
 
 
 def growth_controls(trace, i):

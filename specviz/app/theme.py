@@ -33,7 +33,9 @@ CSS = """
 #sv-output {max-height: 340px; overflow-y: auto}
 .sv-hidden {display: none !important}
 #sv-tree .js-plotly-plot .scatterlayer .points path {cursor: pointer}
-.sv-inspect {border: 1px solid #e2e8f0; border-radius: 10px; padding: 10px 14px; background: #fcfdfe; font-size: .92rem}
+#sv-inspect {width: 100%; flex-grow: 1}
+.sv-inspect {box-sizing: border-box; width: 100%; border: 1px solid #e2e8f0; border-radius: 10px}
+.sv-inspect {padding: 10px 14px; background: #fcfdfe; font-size: .92rem}
 .sv-inspect p {margin: .35rem 0}
 .sv-inspect-head {font-weight: 600; color: #334155}
 .sv-tops {display: flex; flex-wrap: wrap; gap: 12px; margin: .4rem 0}
@@ -52,7 +54,7 @@ CSS = """
 
 
 # A click on a point of the tree plot writes its customdata (a node, "correction" or a folded group) into the
-# hidden #sv-pick textbox, whose input event calls the inspector; the time keeps two clicks on one node distinct.
+# hidden #sv-pick textbox, whose change event calls the inspector; the time keeps two clicks on one node distinct.
 # Re-hooked whenever plotly draws the figure anew.
 CLICK_JS = """
 () => {

@@ -186,15 +186,12 @@ def build_ui() -> gr.Blocks:
                     prev_btn = gr.Button("◀ previous", size="sm", scale=0, min_width=110)
                     round_slider = gr.Slider(0, 1, value=0, step=1, label="Round", scale=8)
                     next_btn = gr.Button("next ▶", size="sm", scale=0, min_width=110)
-                with gr.Row(equal_height=False):
-                    inspect = gr.HTML(
-                        f'<div class="sv-inspect">{HINT}</div>', label="node inspector", elem_id="sv-inspect", scale=3
+                with gr.Row(equal_height=True):
+                    growth = gr.Slider(
+                        0, 1, value=0, step=1, label="Growth replay: step (0 = the verdicts)", visible=False, scale=4
                     )
-                    with gr.Column(scale=2, min_width=260):
-                        growth = gr.Slider(
-                            0, 1, value=0, step=1, label="Growth replay: step (0 = the verdicts)", visible=False
-                        )
-                        replay_btn = gr.Button("▶ replay how the tree grew", size="sm", visible=False)
+                    replay_btn = gr.Button("▶ replay how the tree grew", size="sm", visible=False, scale=1)
+                inspect = gr.HTML(f'<div class="sv-inspect">{HINT}</div>', label="node inspector", elem_id="sv-inspect")
                 pick = gr.Textbox(elem_id="sv-pick", show_label=False, container=False, elem_classes=["sv-hidden"])
                 spans = gr.HighlightedText(
                     label="Output: each token coloured by how it was produced (click one to see its round)",
@@ -462,7 +459,7 @@ def build_ui() -> gr.Blocks:
             lambda t, i: inspector.step_round(t, i, +1), [st_trace, round_slider], [round_slider, *round_out], **nav
         )
         spans.select(on_token, st_trace, [round_slider, *round_out], **nav)
-        pick.input(
+        pick.change(
             inspector.on_pick, [st_trace, round_slider, pick, st_open, growth], [tree_plot, inspect, st_open], **nav
         )
         growth.input(

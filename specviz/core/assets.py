@@ -16,6 +16,7 @@ VERIFY_CURVES = ASSETS / "verify_curve.json"  # `specviz budget`: verify cost by
 ACCEPTANCE = ASSETS / "acceptance.json"  # `specviz acceptance`: Sequoia's P[k] per pair
 TRACES = ASSETS / "traces"  # recorded traces for the no-model mode
 SCREENSHOT = ASSETS / "screenshot.png"
+TREE_SHOTS = ASSETS / "screenshots"  # the tree view: a budget-32 tree, the inspector at a rejection, its growth
 DEFAULT_DRAFT = str(REPO / "models" / "smollm2-draft")
 DEFAULT_EAGLE = str(REPO / "models" / "smollm2-eagle")
 SHIPPED_NAMES = {

@@ -39,6 +39,9 @@ def collect(
     output id adds. Pass the same `detok` for each trace of a growing run to decode only the new ids."""
     out = [t for r in rounds for t in r.emitted]
     seen = set(prompt_ids) | set(out) | {t for r in rounds for t in r.tree.tokens}
+    seen |= {
+        t for r in rounds for tops in (r.q_top, r.p_top, r.residual_top) for top in tops or () for t, _ in top or ()
+    }
     stop = "eos" if out and out[-1] in pair.eos_ids else "length"
     kind = drafter_kind(run, pair)
     lm = {"eagle": pair.eagle, "model": pair.draft}.get(kind)

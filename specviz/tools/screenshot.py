@@ -1,7 +1,9 @@
-"""`specviz screenshot`: regenerate assets/screenshot.png (Debian's chromium, driven by Playwright, on a local app).
+"""`specviz screenshot`: regenerate the README's pictures (Debian's chromium, driven by Playwright, on a local app).
 
-The dashboard runs in this process on a free localhost port with the default pair; the browser runs the first
-example prompt with SpecDec++ (so the stop plot fills), opens a round with accepted tokens and saves the page.
+The dashboard runs in this process on a free localhost port with the default pair. assets/screenshot.png: the
+browser runs the first example prompt with SpecDec++ (so the stop plot fills), opens a round with accepted tokens
+and saves the page. assets/screenshots/: a sampled DySpec run at budget 32, its tree (tree.png), the inspector
+opened by a click on a rejected node (inspector.png) and the tree halfway through its growth replay (growth.png).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from specviz.app import session, ui
 from specviz.core.args import output_file, positive
-from specviz.core.assets import SCREENSHOT
+from specviz.core.assets import SCREENSHOT, TREE_SHOTS
 from specviz.methods.catalog import label
 
 CHROMIUM = "/usr/bin/chromium"
@@ -103,9 +105,93 @@ def show_accepted_round(page) -> None:
     page.wait_for_timeout(500)
 
 
+def set_number(page, label_text: str, value) -> None:
+    box = page.get_by_label(f"number input for {label_text}")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def run_tree_prompt(page, url: str, budget: int = 32, max_new: int = 24, temperature: float = 1.0) -> None:
+    """Open the page and run a sampled DySpec decode at `budget` nodes of the first example prompt, to the end."""
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
+    page.get_by_label("Method").click()
+    page.get_by_role("option", name=label("dyspec")).click()
+    set_number(page, "tree budget (draft nodes)", budget)
+    page.get_by_role("button", name="Sampling and length").click()
+    set_number(page, "max new tokens", max_new)
+    set_number(page, "temperature (0 = greedy)", temperature)
+    page.get_by_role("button", name="Model pair").click()
+    page.get_by_label(DTYPE, exact=True).check()
+    page.get_by_label("also time autoregressive decoding (for the speedup)").uncheck()
+    page.get_by_role("button", name="Sampling and length").click()  # fold the controls back
+    page.get_by_role("button", name="Model pair").click()
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_function(
+        "(document.querySelector('#sv-status')?.innerText || '').startsWith('Done')", timeout=240_000
+    )
+    page.wait_for_timeout(1000)
+
+
+NODE_POINT = """kind => {
+  const gd = document.querySelector('#sv-tree .js-plotly-plot');
+  const t = gd && gd._fullData.find(d => d.meta === kind);
+  if (!t || !t.x.length) return null;
+  gd.scrollIntoView({block: 'center'});
+  const box = gd.getBoundingClientRect(), s = gd._fullLayout._size;
+  const i = t.x.length - 1;
+  return {x: box.left + s.l + gd._fullLayout.xaxis.l2p(t.x[i]), y: box.top + s.t + gd._fullLayout.yaxis.l2p(t.y[i]),
+          node: t.customdata[i]};
+}"""
+
+
+def click_node(page, kind: str) -> str | None:
+    """Click the last node of `kind` (a tree status) in the tree plot, as a user would; its name, or None."""
+    pt = page.evaluate(NODE_POINT, kind)
+    if pt is None:
+        return None
+    pt = page.evaluate(NODE_POINT, kind)  # positions after the scroll
+    page.mouse.click(pt["x"], pt["y"])
+    return pt["node"]
+
+
+def show_rejection(page) -> str | None:
+    """Step to a round with a rejected node and click it; the node's name (None: no round had one)."""
+    for _ in range(64):
+        node = click_node(page, "rejected")
+        if node is not None:
+            page.wait_for_function(
+                f"(document.querySelector('#sv-inspect')?.innerText || '').includes('node {node},')", timeout=30_000
+            )
+            return node
+        page.get_by_role("button", name="next ▶").click()
+        page.wait_for_timeout(800)
+    return None
+
+
+def tree_shots(page, out: Path) -> list[Path]:
+    """The tree, the inspector at a rejection and the growth halfway, as three pictures in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    show_rejection(page)
+    tree, inspect = out / "tree.png", out / "inspector.png"
+    page.locator("#sv-tree").screenshot(path=str(tree))
+    page.locator("#sv-inspect").screenshot(path=str(inspect))
+    n = int(page.get_by_label("number input for Growth replay: step (0 = the verdicts)").get_attribute("max") or 0)
+    set_number(page, "Growth replay: step (0 = the verdicts)", max(1, n // 2))
+    page.wait_for_function(
+        "(document.querySelector('#sv-tree .gtitle')?.textContent || '').includes('how the tree grew')",
+        timeout=30_000,
+    )
+    page.wait_for_timeout(500)
+    growth = out / "growth.png"
+    page.locator("#sv-tree").screenshot(path=str(growth))
+    return [tree, inspect, growth]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="specviz screenshot", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=output_file, default=SCREENSHOT)
+    ap.add_argument("--trees", type=Path, default=TREE_SHOTS, help="folder for the tree, inspector and growth pictures")
     ap.add_argument("--max-new-tokens", type=positive(int), default=16)
     a = ap.parse_args(argv)
     url = serve()
@@ -113,5 +199,7 @@ def main(argv=None) -> int:
         run_default_prompt(page, url, a.max_new_tokens)
         show_accepted_round(page)
         page.screenshot(path=str(a.out), full_page=True)
-    print(f"wrote {a.out}")
+        run_tree_prompt(page, url)
+        shots = tree_shots(page, a.trees)
+    print(f"wrote {a.out}, " + ", ".join(str(p) for p in shots))
     return 0

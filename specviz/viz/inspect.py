@@ -118,13 +118,15 @@ def _node(trace, rnd: RoundTrace, c: int, tt, greedy: bool) -> str:
         _verdict(rnd, c, tok, q, p, st, greedy, copied, tt),
     ]
     q_title = "q: copied, a point mass on this token" if copied else "q: the draft's distribution"
+    residual, earlier = _residuals(rnd, c, tt)
     parts.append(
         '<div class="sv-tops">'
         + top_table(q_title, rnd.q_top[c] if rnd.q_top else None, tok, tt, "#60a5fa")
         + top_table("p: the target's distribution", rnd.p_top[c] if rnd.p_top else None, tok, tt, "#1e3a8a")
+        + residual
         + "</div>"
+        + earlier
     )
-    parts.append(_residuals(rnd, c, tt))
     parts.append(_specdecpp(rnd, c))
     parts.append(_growth(rnd, c, tt))
     return "".join(parts)
@@ -170,10 +172,10 @@ def _sibling_accepted(rnd: RoundTrace, c: int) -> bool:
     return any(rnd.tree.parents[s] == parent and rnd.status[s] == ACCEPTED for s in range(1, len(rnd.tree)))
 
 
-def _residuals(rnd: RoundTrace, c: int, tt) -> str:
-    """At a rejection: the residual after each rejected sibling up to this one, this one's in full."""
+def _residuals(rnd: RoundTrace, c: int, tt) -> tuple[str, str]:
+    """At a rejection: the residual after this node in full, and a line on those after earlier rejected siblings."""
     if rnd.status[c] != REJECTED or not rnd.residual_top:
-        return ""
+        return "", ""
     parent = rnd.tree.parents[c]
     sibs = [s for s in range(1, len(rnd.tree)) if rnd.tree.parents[s] == parent and rnd.status[s] == REJECTED]
     before = [s for s in sibs if s < c and rnd.residual_top[s]]
@@ -183,15 +185,14 @@ def _residuals(rnd: RoundTrace, c: int, tt) -> str:
         if nxt is not None
         else "the correction was drawn from it"
     )
-    out = [
-        top_table(
-            f"residual norm(max(0, p − q)) after rejecting {_tok(tt, rnd.tree.tokens[c])}: {then}",
-            rnd.residual_top[c],
-            None,
-            tt,
-            PALETTE[CORRECTED],
-        )
-    ]
+    table = top_table(
+        f"residual norm(max(0, p − q)) after rejecting {_tok(tt, rnd.tree.tokens[c])}: {then}",
+        rnd.residual_top[c],
+        None,
+        tt,
+        PALETTE[CORRECTED],
+    )
+    out = []
     if before:
         steps = " → ".join(
             f"after {_tok(tt, rnd.tree.tokens[s])}: "
@@ -199,7 +200,7 @@ def _residuals(rnd: RoundTrace, c: int, tt) -> str:
             for s in before
         )
         out.append(f'<p class="sv-small">Earlier rejected siblings left: {steps}</p>')
-    return "".join(out)
+    return table, "".join(out)
 
 
 def _specdecpp(rnd: RoundTrace, c: int) -> str:

@@ -233,11 +233,13 @@ def tree_figure(
     greedy: bool = False,
     opened=(),
     step: int | None = None,
+    level_threshold: float = 0,
 ) -> go.Figure:
     """The round's draft tree as token chips coloured by status; hover shows q, p and min(1, p/q), a click
     (`customdata`: the node, or a folded group's `fold_id`) opens it. Too many rows for MAX_TREE_HEIGHT fold into
     "+n more" chips unless named in `opened`. `step` k (1..n, tree methods): the growth replay, the tree as it
-    stood after its first k nodes, with the slots competing for the next draw ringed."""
+    stood after its first k nodes, with the slots competing for the next draw ringed (`level_threshold`: the
+    DySpec level variant's t, named in the words)."""
     if len(rnd.tree) > MAX_DRAW_NODES:
         return placeholder(
             f"Round {rnd.index}: the draft tree has {len(rnd.tree)} nodes,\n"
@@ -249,7 +251,7 @@ def tree_figure(
         step = max(0, min(int(step), len(rnd.expand_order)))
     # plotly does not wrap: the sentence's lines fit a half-page plot
     if growth:
-        words = _lines(growth_sentence(rnd, token_text, step), SENTENCE_WIDTH)
+        words = _lines(growth_sentence(rnd, token_text, step, level_threshold), SENTENCE_WIDTH)
     else:
         words = round_sentence(rnd, token_text, greedy, SENTENCE_WIDTH)
     top = TITLE_MARGIN + 8 + 16 * (words.count("<br>") + 1)  # one 16 px line a line of the sentence
@@ -273,6 +275,7 @@ def tree_figure(
     title = round_title(rnd, token_text) if not growth else f"Round {rnd.index}: how the tree grew"
     subtitle = words + "<br>" + round_subtitle(rnd)
     fig = base_layout(fig, top + plot_h + LEGEND_SPACE, title, subtitle, legend_space=LEGEND_SPACE)
+    fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad_t=12))  # lines stack down from the top
     return fig.update_layout(margin=dict(t=top, l=SIDE_MARGIN, r=SIDE_MARGIN), hovermode="closest")
 
 
@@ -374,7 +377,7 @@ def _slots(fig, rnd, g, pos, token_text, step) -> None:
             x=[pos[u][0] for u in best],
             y=[pos[u][1] for u in best],
             mode="markers",
-            marker=dict(size=44, symbol="circle-open", color=SLOT_COLOR, line=dict(width=2)),
+            marker=dict(size=38, symbol="circle-open", color=SLOT_COLOR, line=dict(width=2)),
             hovertext=[
                 f"<b>{token_label(token_text, rnd.tree.tokens[u], 40)}</b>: the next draw here is worth "
                 + ", ".join(f"{v:.3f}{' (copy)' if c else ''}" for v, c in vs)
@@ -387,9 +390,10 @@ def _slots(fig, rnd, g, pos, token_text, step) -> None:
     )
 
 
-def growth_sentence(rnd: RoundTrace, token_text: Mapping[int, str], step: int) -> str:
+def growth_sentence(rnd: RoundTrace, token_text: Mapping[int, str], step: int, level_threshold: float = 0) -> str:
     """The growth replay at `step` in words: the node just added, the value of the slot it came from, and the
-    slots that competed for it."""
+    slots that competed for it (DySpec's level variant, `level_threshold` t > 0: every slot of a depth level worth
+    at least t is drawn, best first)."""
     n = len(rnd.expand_order)
     if step == 0:
         head = f"step 0 of {n}: the root alone"
@@ -399,12 +403,14 @@ def growth_sentence(rnd: RoundTrace, token_text: Mapping[int, str], step: int) -
             _quoted(token_text, [rnd.tree.tokens[c]]),
             _quoted(token_text, [rnd.tree.tokens[rnd.tree.parents[c]]]),
         )
-        head = f"step {step} of {n}: drew {tok} under {par} (q {rnd.tree.q[c]:.2f}"
-        head += f", node value {rnd.values[c]:.3f})" if rnd.values is not None else ")"
-        if rnd.frontier and step - 1 < len(rnd.frontier) and len(rnd.frontier[step - 1]) > 1:
+        head = f"step {step} of {n}: drew {tok} under {par} (q {rnd.tree.q[c]:.2g}"
+        head += f", node value {rnd.values[c]:.2g})" if rnd.values is not None else ")"
+        if rnd.frontier and step - 1 < len(rnd.frontier):
             (_, v, _), *rest = rnd.frontier[step - 1]
             others = ", ".join(f"{_quoted(token_text, [rnd.tree.tokens[u]])} {w:.3f}" for u, w, _ in rest[:3])
-            head += f"; its slot was worth {v:.3f}, ahead of {others}"
+            head += f"; its slot was worth {v:.3f}, " + (f"ahead of {others}" if rest else "the only one open")
+            if level_threshold > 0:
+                head += f" (this level draws every slot worth at least {level_threshold:g}, best first)"
     if rnd.frontier and step < len(rnd.frontier):
         u, v, copy = rnd.frontier[step][0]
         head += f"; next: a {'copy' if copy else 'draw'} under {_quoted(token_text, [rnd.tree.tokens[u]])} ({v:.3f})"
