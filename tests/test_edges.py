@@ -51,6 +51,8 @@ def run_cli(argv, capsys) -> tuple[int, str]:
         (("--k", "many"), "is not a whole number"),
         (("--temperature", "1e-30"), "too small to sample with"),
         (("--method", "chain", "--k", "100"), "K \\(draft length\\) must be an integer in \\[1, 64\\]"),
+        (("--record-top", "-1"), "must be 0 or more"),
+        (("--record-top", "65"), "record top must be a whole number in \\[0, 64\\]"),
     ],
 )
 def test_cli_refuses_bad_numbers_before_loading(tmp_path, capsys, no_models, extra, needle):

@@ -84,3 +84,19 @@ def test_a_real_run_text_is_the_decode_of_its_ids(real_pair):
     assert tr.text == real_pair.tokenizer.decode(list(tr.output_ids))
     assert "".join(s for s, _ in token_spans(tr)) == tr.text
     assert all("\ufffd" not in s for s in tr.token_text.values())
+
+
+def test_a_long_recorded_run_stays_small(real_pair):
+    """256 tokens of DySpec at budget 16, sampled, with the inspector's records on: the trace file stays under 2 MB,
+    and every drafted node has its q and p tops."""
+    from specviz.core.config import DySpecConfig, SamplingConfig
+
+    ids = encode_prompt(real_pair.tokenizer, "Write a short story about a lighthouse keeper.")
+    run = RunConfig(
+        method="dyspec", max_new_tokens=256, dyspec=DySpecConfig(budget=16), sampling=SamplingConfig(1.0, seed=1)
+    )
+    trace = generate(real_pair, ids, run)
+    size = len(trace.to_json().encode())
+    print(f"{len(trace.output_ids)} tokens, {len(trace.rounds)} rounds: {size / 1e6:.2f} MB")
+    assert size < 2_000_000
+    assert all(top for r in trace.rounds for top in (r.q_top or [None])[1:] + (r.p_top or [None])[1:])

@@ -44,9 +44,12 @@ def round_tops(
     if n == 1:
         return {"q_top": (None,), "p_top": (None,), "residual_top": None}
     parents = sorted(set(tree.parents[1:]))
-    p_at = dict(zip(parents, top_pairs(probs[torch.tensor(parents, device=probs.device)], k)))
     drew = [u for u in parents if u in dists]
-    q_at = _by_node(drew, [dists[u] for u in drew], k)
+    rows = probs[torch.tensor(parents, device=probs.device)]  # one top-k over p's rows and q's rows together
+    if drew:
+        rows = torch.cat([rows, torch.stack([dists[u] for u in drew]).to(rows)])
+    tops = top_pairs(rows, k)
+    p_at, q_at = dict(zip(parents, tops)), dict(zip(drew, tops[len(parents) :]))
     q_top, p_top = [None], [None]
     for c in range(1, n):
         u = tree.parents[c]
