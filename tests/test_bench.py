@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from specviz.core.assets import SPEC_BENCH
-from specviz.core.prompts import read_prompts
+from specviz.core.prompts import read_prompts, stratified
 from specviz.tools.bench import report as bench_report
 from specviz.tools.bench.run import Prompt, machine_info, run_suite
-from specviz.tools.bench.specs import BenchConfig, parse_settings, stratified
+from specviz.tools.bench.specs import BenchConfig, parse_settings
 
 METHODS = ["ar", "chain:2", "heuristic", "hf", "hf-assist", "hf-assist:2"]
 

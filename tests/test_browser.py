@@ -72,3 +72,21 @@ def test_click_a_rejected_node_of_a_budget_32_tree_to_see_its_residual(page, tmp
     shots = screenshot.tree_shots(page, tmp_path)
     assert "how the tree grew" in page.evaluate("document.querySelector('#sv-tree .gtitle')?.textContent || ''")
     assert all(p.stat().st_size > 10_000 for p in shots)
+
+
+def test_the_prompt_set_tab_runs_a_set_and_opens_a_prompts_rounds(page, tmp_path):
+    """The Prompt set tab runs the picked method over two Spec-Bench prompts with a progress bar, draws the set's
+    figures and table; a click on a prompt opens its rounds in the round view; a wrong file gets a sentence."""
+    screenshot.run_prompt_set(page, app_url(), n=2, max_new=12)
+    assert page.locator("#sv-set-table .virtual-row").count() == 2
+    for plot in ("#sv-set-pos", "#sv-set-tau", "#sv-set-q"):
+        assert page.locator(f"{plot} .js-plotly-plot .main-svg").count() > 0, plot
+    page.locator("#sv-set-table [data-testid=cell-1-0]").click()
+    page.wait_for_function(
+        "(document.querySelector('#sv-status')?.innerText || '').includes('of the set')", timeout=30_000
+    )
+    page.screenshot(path=str(tmp_path / "prompt-set.png"), full_page=True)
+    bad = tmp_path / "not-traces.jsonl"
+    bad.write_text('{"turns": ["a prompt, not a trace"]}\n')
+    page.locator("#sv-set-tab input[type=file]").first.set_input_files(str(bad))
+    page.wait_for_selector("text=could not read that traces file", timeout=30_000)

@@ -23,10 +23,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from specviz.analysis.promptset import PromptRun
 from specviz.core.assets import SPEC_BENCH, TRACES
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.device import resolve_device, resolve_dtype
-from specviz.core.prompts import encode_prompt
+from specviz.core.prompts import encode_prompt, read_prompts, stratified
 from specviz.core.text import Detokenizer
 from specviz.core.trace import MAX_TRACE_BYTES, GenerationTrace
 from specviz.engine.loop import iter_rounds
@@ -40,6 +41,7 @@ BASELINE_KEY = "baseline"
 BUSY_TIMEOUT_S = 300
 MODEL_SLOTS = 2  # requests the page lets in at once: one decoding, one loading a pair or next in line
 BASELINE_CACHE = 32
+MAX_SET = 20  # prompts one Prompt set run may decode (a public page shares one CPU)
 
 _busy = threading.Lock()  # held while a decode uses the pair's caches
 _loading = threading.Lock()  # held while a pair loads
@@ -156,6 +158,31 @@ def race(prompt: str, runs: Sequence[RunConfig], model: ModelConfig) -> Iterator
             yield done, False
         done.append(trace)
         yield list(done), True
+
+
+def set_prompts(n: int, path: str | None = None) -> list[dict]:
+    """The prompts of a set run: the first n of an uploaded JSON-lines file, or n of the shipped Spec-Bench sample
+    balanced over its tasks (seed 0, as the bench draws them)."""
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_SET:
+        raise ValueError(f"a prompt set holds 1 to {MAX_SET} prompts here, got {n!r}")
+    if path:
+        return read_prompts(path, n)
+    if not SPEC_BENCH.exists():
+        raise ValueError("the Spec-Bench sample does not ship with this copy: upload a JSON-lines file of prompts")
+    return stratified(read_prompts(SPEC_BENCH), n, 0)
+
+
+def run_set(rows: Sequence[dict], run: RunConfig, model: ModelConfig) -> Iterator[tuple[list[PromptRun], int]]:
+    """Each prompt in turn with one method. Yields (the finished runs, the prompt now decoding) after every round,
+    so a caller can stop between any two rounds."""
+    done: list[PromptRun] = []
+    for i, row in enumerate(rows):
+        trace = None
+        for trace in stream(row["turns"][0], run, model):  # noqa: B007  (the last one is the whole run)
+            yield done, i
+        qid, cat = row.get("question_id", i + 1), row.get("category", "all")
+        done.append(PromptRun(str(qid)[:64], str(cat)[:64], trace))
+    yield done, len(rows)
 
 
 def as_dict(trace: GenerationTrace, base: GenerationTrace | None = None) -> dict:

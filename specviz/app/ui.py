@@ -21,7 +21,8 @@ from pathlib import Path
 import gradio as gr
 
 from specviz.analysis.metrics import speedup, summarize
-from specviz.app import inspector, session
+from specviz.analysis.promptset import RunSet
+from specviz.app import inspector, promptset, session
 from specviz.app.inputs import make_prompt, make_run
 from specviz.app.theme import CLICK_JS, CSS, HEADER
 from specviz.core.assets import TRACES
@@ -87,6 +88,7 @@ def build_ui() -> gr.Blocks:
         st_trace = gr.State(None, time_to_live=STATE_TTL_S)  # per visitor; freed an hour after its last use
         st_base = gr.State(None, time_to_live=STATE_TTL_S)
         st_open = gr.State([], time_to_live=STATE_TTL_S)  # the folded groups opened by a click
+        st_set = gr.State(None, time_to_live=STATE_TTL_S)  # the Prompt set tab's RunSet
         gr.HTML(HEADER)
         with gr.Row(equal_height=False):
             # ---- controls
@@ -217,6 +219,43 @@ def build_ui() -> gr.Blocks:
                             )
                             race_btn = gr.Button("Race", variant="primary", scale=1)
                         race_plot = gr.Plot(race_figure([]), label="race", show_label=False, elem_id="sv-race")
+                    with gr.Tab("Prompt set", elem_id="sv-set-tab"):
+                        with gr.Row():
+                            set_file = gr.File(
+                                label="traces file (JSON lines from specviz generate --prompts)",
+                                file_types=[".jsonl", ".json"],
+                                scale=2,
+                            )
+                            with gr.Column(scale=2):
+                                set_n = gr.Slider(
+                                    1,
+                                    session.MAX_SET,
+                                    value=6,
+                                    step=1,
+                                    label="or run the method on the left over N prompts",
+                                )
+                                set_prompts = gr.File(
+                                    label="prompts (JSON lines with 'turns'; default: the Spec-Bench sample)",
+                                    file_types=[".jsonl"],
+                                    height=90,
+                                )
+                                set_btn = gr.Button("Run the set", variant="primary", elem_id="sv-set-run")
+                        set_summary = gr.HTML(promptset.summary(None), elem_id="sv-set-summary")
+                        set_table = gr.Dataframe(
+                            headers=promptset.COLUMNS,
+                            interactive=False,
+                            wrap=True,
+                            elem_id="sv-set-table",
+                            label="prompts (click one to open its rounds)",
+                        )
+                        with gr.Row():
+                            set_pos = gr.Plot(show_label=False, elem_id="sv-set-pos")
+                            set_tau = gr.Plot(show_label=False, elem_id="sv-set-tau")
+                        with gr.Row():
+                            set_q = gr.Plot(show_label=False, elem_id="sv-set-q")
+                            set_target = gr.Plot(show_label=False, elem_id="sv-set-target")
+                        set_third = gr.Plot(show_label=False, elem_id="sv-set-third")
+                        set_dis = gr.HTML(label="where the draft and the target part", elem_id="sv-set-dis")
                     with gr.Tab("Hardware"):
                         local = resolve_dtype(MODEL.dtype, resolve_device(MODEL.device))
                         gr.Plot(budget_figure(load_curves(), local), show_label=False, elem_id="sv-budget")
@@ -430,6 +469,55 @@ def build_ui() -> gr.Blocks:
             except (ValueError, RuntimeError, OSError) as e:
                 raise gr.Error(str(e)) from None
 
+        set_views = [set_summary, set_table, set_pos, set_tau, set_q, set_target, set_third, set_dis]
+
+        def on_set_file(file):
+            if not file:
+                return [None, *promptset.views(None)]
+            try:
+                rs = promptset.load(file)
+            except ValueError as e:
+                raise gr.Error(str(e)) from None
+            return [rs, *promptset.views(rs)]
+
+        def on_set_run(
+            n, prompts_file, method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens,
+            seed, pair, dtype, target, draft, drafter, progress=gr.Progress(),
+        ):  # fmt: skip
+            try:
+                run = make_run(
+                    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed, drafter
+                )
+                n = int(n) if isinstance(n, float) and n.is_integer() else n  # a slider's 6.0
+                rows = session.set_prompts(n, prompts_file)
+                model = session.model_config(pair, dtype, target, draft)
+                done, shown = [], 0.0
+                with closing(session.run_set(rows, run, model)) as steps:  # Stop ends it between any two rounds
+                    for done, i in steps:  # noqa: B007  (the last one holds every run)
+                        progress((i, len(rows)), desc=f"{label(method)}: prompt {min(i + 1, len(rows))} of {len(rows)}")
+                        if time.monotonic() - shown >= 1.0:
+                            shown = time.monotonic()
+                            yield {set_summary: f"<p>Running {html.escape(label(method))}: prompt "
+                                   f"{min(i + 1, len(rows))} of {len(rows)} …</p>"}  # fmt: skip
+                rs = RunSet(f"{len(done)} prompts", tuple(done))
+                yield dict(zip([st_set, *set_views], [rs, *promptset.views(rs)]))
+            except (ValueError, RuntimeError, OSError) as e:
+                raise gr.Error(str(e)) from None
+
+        def on_set_pick(rs, evt: gr.SelectData):
+            row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+            run = promptset.pick(rs, row)
+            if run is None:
+                return {status: gr.skip()}
+            path = export_path(run.trace.method)
+            path.write_text(session.dump(run.trace), encoding="utf-8")
+            t = run.trace
+            note = (
+                f"Prompt **{html.escape(run.qid)}** of the set ({html.escape(run.category)}): "
+                f"{_count(t.output_ids, 'token')} in {_count(t.rounds, 'round')}."
+            )
+            return render(t, None, note, path)
+
         knobs_in = [knob[n] for n in ("k", "h", "budget", "width", "depth", "start_k", "copy")]
         settings = [*knobs_in, temperature, top_p, max_new, seed, pair, dtype, target, draft, drafter]
         method.change(on_method, method, list(knob.values()), api_visibility="private")
@@ -449,7 +537,17 @@ def build_ui() -> gr.Blocks:
             concurrency_id="model",
             concurrency_limit=session.MODEL_SLOTS,
         )
-        stop_btn.click(None, None, None, cancels=[run_ev, race_ev], api_visibility="private")
+        set_ev = set_btn.click(
+            on_set_run,
+            [set_n, set_prompts, method, *settings],
+            [st_set, *set_views],
+            api_name="run_set",
+            concurrency_id="model",
+            concurrency_limit=session.MODEL_SLOTS,
+        )
+        set_file.change(on_set_file, set_file, [st_set, *set_views], api_name="load_set")
+        set_table.select(on_set_pick, st_set, views, api_visibility="private")
+        stop_btn.click(None, None, None, cancels=[run_ev, race_ev, set_ev], api_visibility="private")
         nav = dict(api_visibility="private")
         round_slider.input(inspector.open_round, [st_trace, round_slider], round_out, trigger_mode="always_last", **nav)
         prev_btn.click(

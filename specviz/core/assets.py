@@ -17,6 +17,7 @@ ACCEPTANCE = ASSETS / "acceptance.json"  # `specviz acceptance`: Sequoia's P[k] 
 TRACES = ASSETS / "traces"  # recorded traces for the no-model mode
 SCREENSHOT = ASSETS / "screenshot.png"
 TREE_SHOTS = ASSETS / "screenshots"  # the tree view: a budget-32 tree, the inspector at a rejection, its growth
+REPORT_SHOT = TREE_SHOTS / "report.png"  # the top of `specviz report` over 24 Spec-Bench prompts
 DEFAULT_DRAFT = str(REPO / "models" / "smollm2-draft")
 DEFAULT_EAGLE = str(REPO / "models" / "smollm2-eagle")
 SHIPPED_NAMES = {

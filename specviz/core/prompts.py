@@ -7,6 +7,8 @@ refused before the tokenizer sees it, and ids longer than MAX_PROMPT_TOKENS befo
 from __future__ import annotations
 
 import json
+import random
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -85,6 +87,16 @@ def read_prompts(path: str | Path, limit: int | None = None) -> list[dict]:
     if not Path(path).is_file():
         raise ValueError(f"{path} is not a file: name a JSON-lines file of prompts")
     out = []
+    try:
+        _read_rows(path, limit, out)
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text: name a JSON-lines file of prompts") from None
+    if not out:
+        raise ValueError(f"{path}: no prompts found")
+    return out
+
+
+def _read_rows(path: str | Path, limit: int | None, out: list[dict]) -> None:
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -101,6 +113,36 @@ def read_prompts(path: str | Path, limit: int | None = None) -> list[dict]:
             out.append(obj)
             if limit and len(out) >= limit:
                 break
-    if not out:
-        raise ValueError(f"{path}: no prompts found")
-    return out
+
+
+# -- Spec-Bench's tasks, and a sample balanced over them ---------------------------------------------
+
+MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
+
+
+def task_of(category: str) -> str:
+    """Spec-Bench's six tasks: the eight MT-bench categories count as one."""
+    return "mt_bench" if category in MT_BENCH else category
+
+
+def stratified(rows: list[dict], n: int, seed: int) -> list[dict]:
+    """n rows, as equal per task as the task sizes allow; within a task, round robin over categories."""
+    rng = random.Random(seed)
+    groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        cat = str(r.get("category", "all"))
+        groups[task_of(cat)][cat].append(r)
+    queues = {}
+    for task, cats in sorted(groups.items()):
+        lists = [cats[c] for c in sorted(cats)]
+        for lst in lists:
+            rng.shuffle(lst)
+        queues[task] = [lst[i] for i in range(max(map(len, lists))) for lst in lists if i < len(lst)]
+    order = sorted(queues)
+    rng.shuffle(order)  # which tasks get the remainder, seeded
+    out: list[dict] = []
+    while len(out) < min(n, len(rows)):
+        for task in order:
+            if queues[task] and len(out) < n:
+                out.append(queues[task].pop(0))
+    return [r for _, r in sorted(enumerate(out), key=lambda x: (task_of(str(x[1].get("category", "all"))), x[0]))]

@@ -73,6 +73,9 @@ class Round(_Record):
     q_top: list[Top | None] | None = Field(None, max_length=MAX_TREE_NODES)
     p_top: list[Top | None] | None = Field(None, max_length=MAX_TREE_NODES)
     residual_top: list[Top | None] | None = Field(None, max_length=MAX_TREE_NODES)
+    p_entropy: list[Annotated[float, Field(ge=0, le=50, allow_inf_nan=False)] | None] | None = Field(
+        None, max_length=MAX_TREE_NODES
+    )
     head_inputs: list[dict[str, Annotated[float, Field(allow_inf_nan=False)]]] | None = Field(
         None, max_length=MAX_TREE_NODES
     )
@@ -89,7 +92,7 @@ class Round(_Record):
             raise ValueError("status and p must have one entry per tree node")
         if self.u is not None and len(self.u) != n:
             raise ValueError("u must have one entry per tree node (null where no draw was made)")
-        for name in ("q_top", "p_top", "residual_top", "values"):
+        for name in ("q_top", "p_top", "residual_top", "p_entropy", "values"):
             xs = getattr(self, name)
             if xs is not None and len(xs) != n:
                 raise ValueError(f"{name} must have one entry per tree node (null where there is none)")

@@ -70,6 +70,7 @@ class RoundTrace:
     q_top: tuple[list | None, ...] | None = None  # the top of the draft distribution the node was drawn from
     p_top: tuple[list | None, ...] | None = None  # the top of the target's distribution it was judged against
     residual_top: tuple[list | None, ...] | None = None  # rejected nodes: the top of the residual left after them
+    p_entropy: tuple[float | None, ...] | None = None  # the entropy (nats) of the distribution p_top is the top of
     head_inputs: tuple[dict, ...] | None = None  # SpecDec++: the head's scalar inputs at each draft step, by name
     # tree growers (methods.trees.grow): the order nodes were added, each node's value w (the product of q along
     # its path, root 1) and, for DySpec, the best slots [node, value, copy slot?] competing at each added node
@@ -170,6 +171,7 @@ def _trace_from_dict(d: dict) -> GenerationTrace:
             q_top=_tuple(r.q_top),
             p_top=_tuple(r.p_top),
             residual_top=_tuple(r.residual_top),
+            p_entropy=_tuple(r.p_entropy),
             head_inputs=_tuple(r.head_inputs),
             expand_order=_tuple(r.expand_order),
             values=_tuple(r.values),

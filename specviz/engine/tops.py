@@ -5,7 +5,8 @@ the point mass on its token), ``p_top[c]`` the top of the target's warped distri
 judged against, and, at a rejected c of a sampled round, ``residual_top[c]`` the top of the residual
 norm(max(0, R - D)) left after that rejection: what the next sibling was judged against, or the correction drawn
 from. Each is a list of [token id, probability] pairs, most probable first, probabilities to 4 significant digits;
-the root's entries are None. Recording reads tensors the round computed anyway and draws no random number, so it
+``p_entropy[c]`` is the entropy in nats of the whole distribution ``p_top[c]`` is the top of. The root's entries are
+None. Recording reads tensors the round computed anyway and draws no random number, so it
 changes no output.
 """
 
@@ -26,6 +27,13 @@ def top_pairs(rows: torch.Tensor, k: int) -> list[list[list]]:
     return [[[i, _sig(v)] for i, v in zip(ids, vs) if v > 0] for ids, vs in zip(idx.tolist(), vals.tolist())]
 
 
+def entropies(rows: torch.Tensor) -> list[float]:
+    """The entropy in nats of each row of `rows` (m, V), to 4 significant digits (0 log 0 = 0)."""
+    r = rows.float()
+    h = (-(r * torch.log(r.clamp_min(1e-30))).sum(-1)).clamp_min(0.0) + 0.0  # no -0.0
+    return [_sig(x) for x in h.tolist()]
+
+
 def _by_node(nodes: list[int], rows: list[torch.Tensor], k: int) -> dict[int, list]:
     return dict(zip(nodes, top_pairs(torch.stack(rows), k))) if nodes else {}
 
@@ -42,7 +50,7 @@ def round_tops(
     distributions after each node; `dists`: the draft's D at each node that has drawn children."""
     n = len(tree)
     if n == 1:
-        return {"q_top": (None,), "p_top": (None,), "residual_top": None}
+        return {"q_top": (None,), "p_top": (None,), "residual_top": None, "p_entropy": (None,)}
     parents = sorted(set(tree.parents[1:]))
     drew = [u for u in parents if u in dists]
     rows = probs[torch.tensor(parents, device=probs.device)]  # one top-k over p's rows and q's rows together
@@ -50,12 +58,14 @@ def round_tops(
         rows = torch.cat([rows, torch.stack([dists[u] for u in drew]).to(rows)])
     tops = top_pairs(rows, k)
     p_at, q_at = dict(zip(parents, tops)), dict(zip(drew, tops[len(parents) :]))
-    q_top, p_top = [None], [None]
+    h_at = dict(zip(parents, entropies(rows[: len(parents)])))
+    q_top, p_top, p_entropy = [None], [None], [None]
     for c in range(1, n):
         u = tree.parents[c]
         q_top.append([[tree.tokens[c], 1.0]] if c in copied else q_at.get(u))
         p_top.append(p_at[u])
-    out = {"q_top": tuple(q_top), "p_top": tuple(p_top), "residual_top": None}
+        p_entropy.append(h_at[u])
+    out = {"q_top": tuple(q_top), "p_top": tuple(p_top), "residual_top": None, "p_entropy": tuple(p_entropy)}
     if residuals:
         rejected = sorted(residuals)
         left = _by_node(rejected, [residuals[c] for c in rejected], k)

@@ -34,6 +34,7 @@ from specviz.tools.budget import main as budget_main
 from specviz.tools.loadtest import main as loadtest_main
 from specviz.tools.lookup_priors import main as lookup_priors_main
 from specviz.tools.record import main as record_main
+from specviz.tools.report import main as report_main
 from specviz.tools.screenshot import main as screenshot_main
 from specviz.tools.sweep import main as sweep_main
 
@@ -178,6 +179,7 @@ TOOLS = {
     "acceptance": acceptance_main,
     "lookup-priors": lookup_priors_main,
     "record": record_main,
+    "report": report_main,
     "screenshot": screenshot_main,
     "loadtest": loadtest_main,
 }

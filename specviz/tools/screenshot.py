@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from specviz.app import session, ui
 from specviz.core.args import output_file, positive
-from specviz.core.assets import SCREENSHOT, TREE_SHOTS
+from specviz.core.assets import REPORT_SHOT, SCREENSHOT, TREE_SHOTS
 from specviz.methods.catalog import label
 
 CHROMIUM = "/usr/bin/chromium"
@@ -188,12 +189,48 @@ def tree_shots(page, out: Path) -> list[Path]:
     return [tree, inspect, growth]
 
 
+def run_prompt_set(page, url: str, n: int = 2, max_new: int = 12) -> None:
+    """Open the page's Prompt set tab and run the picked method over n Spec-Bench prompts, to the end."""
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
+    page.get_by_role("button", name="Sampling and length").click()
+    set_number(page, "max new tokens", max_new)
+    page.get_by_role("button", name="Model pair").click()
+    page.get_by_label(DTYPE, exact=True).check()
+    page.get_by_role("tab", name="Prompt set").click()
+    set_number(page, "or run the method on the left over N prompts", n)
+    page.locator("#sv-set-run").click()
+    page.wait_for_function(
+        f"(document.querySelector('#sv-set-summary')?.innerText || '').includes('over {n} prompts')", timeout=300_000
+    )
+    page.wait_for_timeout(500)
+
+
+def report_shot(page, report: Path, out: Path, height: int = 1500) -> Path:
+    """The top of a `specviz report` HTML file, as the README shows it."""
+    page.set_viewport_size({"width": 1200, "height": height})
+    page.goto(report.resolve().as_uri(), wait_until="load")
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(out))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="specviz screenshot", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=output_file, default=SCREENSHOT)
     ap.add_argument("--trees", type=Path, default=TREE_SHOTS, help="folder for the tree, inspector and growth pictures")
     ap.add_argument("--max-new-tokens", type=positive(int), default=16)
+    ap.add_argument("--report", type=Path, default=None, help="only photograph this `specviz report` HTML file")
     a = ap.parse_args(argv)
+    if a.report is not None:
+        if not a.report.is_file():
+            print(f"specviz screenshot: error: {a.report} is not a file", file=sys.stderr)
+            return 2
+        with browser_page() as page:
+            shot = report_shot(page, a.report, REPORT_SHOT)
+        print(f"wrote {shot}")
+        return 0
     url = serve()
     with browser_page() as page:
         run_default_prompt(page, url, a.max_new_tokens)

@@ -122,7 +122,7 @@ def _node(trace, rnd: RoundTrace, c: int, tt, greedy: bool) -> str:
     parts.append(
         '<div class="sv-tops">'
         + top_table(q_title, rnd.q_top[c] if rnd.q_top else None, tok, tt, "#60a5fa")
-        + top_table("p: the target's distribution", rnd.p_top[c] if rnd.p_top else None, tok, tt, "#1e3a8a")
+        + top_table(_p_title(rnd, c), rnd.p_top[c] if rnd.p_top else None, tok, tt, "#1e3a8a")
         + residual
         + "</div>"
         + earlier
@@ -130,6 +130,11 @@ def _node(trace, rnd: RoundTrace, c: int, tt, greedy: bool) -> str:
     parts.append(_specdecpp(rnd, c))
     parts.append(_growth(rnd, c, tt))
     return "".join(parts)
+
+
+def _p_title(rnd: RoundTrace, c: int) -> str:
+    h = rnd.p_entropy[c] if rnd.p_entropy else None
+    return "p: the target's distribution" + (f" (entropy {h:.2f} nats)" if h is not None else "")
 
 
 def _depth(rnd: RoundTrace, c: int) -> int:

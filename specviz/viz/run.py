@@ -28,6 +28,7 @@ from specviz.viz.style import (
     PALETTE,
     PHASE_COLORS,
     base_layout,
+    bin_markers,
     method_name,
     placeholder,
 )
@@ -190,22 +191,7 @@ def calibration_figure(trace: GenerationTrace) -> go.Figure:
                 name=f"what reject weight {w:g} aims for",
             )
         )
-    top = max(n for _, _, n, _, _ in rows)
-    fig.add_trace(
-        go.Scatter(
-            x=[m for *_, m, _ in rows],
-            y=[r for *_, r in rows],
-            mode="markers+text",
-            name="this run",
-            marker=dict(color=PALETTE[ACCEPTED], size=[10 + 26 * (n / top) ** 0.5 for _, _, n, _, _ in rows]),
-            text=[str(n) for _, _, n, _, _ in rows],
-            textposition="top center",
-            cliponaxis=False,
-            customdata=[[lo, hi, n] for lo, hi, n, _, _ in rows],
-            hovertemplate="predicted %{customdata[0]:.1f}–%{customdata[1]:.1f} (mean %{x:.2f}): "
-            "%{y:.0%} of %{customdata[2]} candidates accepted<extra></extra>",
-        )
-    )
+    fig.add_trace(bin_markers(rows, "this run", PALETTE[ACCEPTED], "predicted", "candidates", True, (10, 26)))
     fig.update_xaxes(title="predicted P(accept)", range=[0, 1], gridcolor=GRID)
     fig.update_yaxes(title="accepted", range=[0, 1.08], tickformat=".0%", gridcolor=GRID)
     a, b = auc(pairs), brier(pairs)

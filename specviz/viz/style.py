@@ -115,6 +115,28 @@ def base_layout(
     return fig
 
 
+def bin_markers(
+    rows, name: str, color: str, x_label: str, noun: str, counts: bool = False, size: tuple[int, int] = (8, 22)
+) -> go.Scatter:
+    """A reliability diagram's points: one marker per bin of [(lo, hi, n, mean x, accepted rate)] at (mean x, rate),
+    its area growing with n; `counts` writes n above each marker, else a thin line joins them."""
+    top = max(n for _, _, n, _, _ in rows)
+    return go.Scatter(
+        x=[m for *_, m, _ in rows],
+        y=[r for *_, r in rows],
+        mode="markers+text" if counts else "markers+lines",
+        name=name,
+        line=dict(color=color, width=1),
+        marker=dict(color=color, size=[size[0] + size[1] * (n / top) ** 0.5 for _, _, n, _, _ in rows]),
+        text=[str(n) for _, _, n, _, _ in rows] if counts else None,
+        textposition="top center",
+        cliponaxis=False,
+        customdata=[[lo, hi, n] for lo, hi, n, _, _ in rows],
+        hovertemplate=f"{x_label} %{{customdata[0]:.2f}}–%{{customdata[1]:.2f}} (mean %{{x:.2f}}): %{{y:.0%}} of "
+        f"%{{customdata[2]}} {noun} accepted<extra></extra>",
+    )
+
+
 def placeholder(message: str, height: int = 360, title: str | None = None) -> go.Figure:
     """An empty figure that says, in words, what would be here and how to get it."""
     fig = go.Figure()

@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,10 +37,11 @@ from specviz.core.config import (
     SamplingConfig,
 )
 from specviz.core.device import machine_info as device_machine_info
-from specviz.core.output import replacing
-from specviz.core.prompts import encode_prompt, read_prompts
+from specviz.core.output import check_output, replacing
+from specviz.core.prompts import encode_prompt, read_prompts, stratified, task_of
 from specviz.core.tree import depths
 from specviz.engine.loop import iter_rounds
+from specviz.engine.record import collect
 from specviz.kernels import rowkernel
 from specviz.methods.registry import BUILDERS
 from specviz.models.loading import load_pair
@@ -50,8 +53,6 @@ from specviz.tools.bench.specs import (
     Setting,
     method_knobs,
     parse_settings,
-    stratified,
-    task_of,
 )
 
 
@@ -68,8 +69,11 @@ class Prompt:
 
 
 # -- one run -----------------------------------------------------------------------------------
-def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
-    """Decode one prompt with one setting; a record of plain values."""
+def run_one(
+    pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int, keep: bool = False
+) -> dict:
+    """Decode one prompt with one setting; a record of plain values (`keep`: with the whole trace as a dict under
+    "trace", for specviz's own methods)."""
     stock = s.kernels == "stock" or (s.kind == "hf" and not s.kernels)
     models = [lm.model for lm in pair.lms]
     with (
@@ -78,7 +82,7 @@ def run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens
         rowkernel.off() if s.kernels == "mkl" else contextlib.nullcontext(),
         head_only(pair.lms) if s.static else contextlib.nullcontext(),
     ):
-        return _run_one(pair, prompt, s, temperature, max_new_tokens, seed)
+        return _run_one(pair, prompt, s, temperature, max_new_tokens, seed, keep)
 
 
 @contextlib.contextmanager
@@ -94,7 +98,7 @@ def head_only(lms):
             lm.context_vocab = w
 
 
-def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int) -> dict:
+def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int, keep: bool) -> dict:
     if s.kind == "hf":
         r = hf_generate(
             pair.target.model,
@@ -131,7 +135,9 @@ def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_token
     rounds = list(iter_rounds(pair, list(prompt.ids), run))
     ms = (time.perf_counter() - t0) * 1e3
     out = [t for r in rounds for t in r.emitted]
+    kept = {"trace": collect(pair, prompt.ids, run, rounds, ms, prompt.text).to_dict()} if keep else {}
     return dict(
+        **kept,
         output_ids=out,
         tokens=len(out),
         total_ms=ms,
@@ -180,9 +186,16 @@ def audit(pair, prompt: Prompt, ref: list[int], outputs: dict[str, list[int]]) -
 
 # -- the suite ---------------------------------------------------------------------------------
 def run_suite(
-    pair, prompts: list[Prompt], settings: list[Setting], cfg: BenchConfig, progress: bool = True, log=print
+    pair,
+    prompts: list[Prompt],
+    settings: list[Setting],
+    cfg: BenchConfig,
+    progress: bool = True,
+    log=print,
+    keep: Callable[[float, Setting, Prompt, dict], None] | None = None,
 ) -> dict:
-    """Warm up, then every prompt x temperature x setting, interleaved per prompt; audit at T = 0."""
+    """Warm up, then every prompt x temperature x setting, interleaved per prompt; audit at T = 0. `keep` receives
+    each timed run's trace (specviz's methods), as a dict, with its temperature, setting and prompt."""
 
     skipped = {}
     warm = [(t, s) for t in cfg.temperatures for s in settings] if cfg.warmup_tokens else []
@@ -208,7 +221,9 @@ def run_suite(
             outs = {}
             for s in settings[i % len(settings) :] + settings[: i % len(settings)]:
                 bar.set_postfix_str(f"T={t:g} {s.key}", refresh=False)
-                rec = run_one(pair, p, s, t, cfg.max_new_tokens, cfg.seed + i)
+                rec = run_one(pair, p, s, t, cfg.max_new_tokens, cfg.seed + i, keep=keep is not None)
+                if "trace" in rec:
+                    keep(t, s, p, rec.pop("trace"))
                 outs[s.key] = rec["output_ids"]
                 runs.append(
                     {"prompt": p.qid, "category": p.category, "task": p.task, "temperature": t, "setting": s.key, **rec}
@@ -251,6 +266,43 @@ def machine_info() -> dict:
         "sklearn_for_hf_threshold": has_sklearn,
         "row_kernel": rowkernel.version() if rowkernel.enabled() else None,
     }
+
+
+# -- traces kept for `specviz report` -----------------------------------------------------------
+def trace_label(dtype: str, temperature: float, key: str) -> str:
+    """The name of one setting's trace file, and of that setting in `specviz report BENCH.json#LABEL`."""
+    return f"{dtype}-T{temperature:g}-{key}"
+
+
+def trace_folder(text: str) -> Path:
+    """An argparse type: a folder that can hold trace files (made now, checked by a scrap file)."""
+    try:
+        return check_output(Path(text) / ".specviz-scrap", "trace folder").parent
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+class TraceShelf:
+    """Writes each kept trace as one line of its setting's file in `folder`; `index` maps labels to file names."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.index, self._files = folder, {}, {}
+
+    def keeper(self, dtype: str):
+        def keep(t: float, s: Setting, p: Prompt, trace: dict) -> None:
+            label = trace_label(dtype, t, s.key)
+            if label not in self._files:
+                name = label.replace(":", "-").replace("/", "-") + ".jsonl"
+                self._files[label] = open(self.folder / name, "w", encoding="utf-8")  # closed by close()
+                self.index[label] = name
+            line = {**trace, "question_id": p.qid, "category": p.category}
+            self._files[label].write(json.dumps(line, ensure_ascii=False) + "\n")
+
+        return keep
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
 
 
 # -- command line ------------------------------------------------------------------------------
@@ -300,6 +352,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--md", type=output_file, default=None, help="also write the markdown report to this file")
     p.add_argument("--html", default=None, help="write plotly HTML plots into this folder")
+    p.add_argument(
+        "--traces",
+        type=trace_folder,
+        default=None,
+        help="also keep every timed run of specviz's methods as traces in this folder, one JSON-lines file per "
+        "dtype, temperature and setting (for `specviz report`)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -333,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "suites": {},
     }
+    shelf = TraceShelf(a.traces) if a.traces else None
     for dtype in a.dtype:
         pair = load_pair(
             ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=dtype, device=a.device),
@@ -349,9 +409,19 @@ def main(argv: list[str] | None = None) -> int:
         ]
         dtype = pair.info["dtype"]  # "auto" resolved
         result["suites"][dtype] = run_suite(
-            pair, prompts, settings, cfg, progress=not a.quiet, log=lambda m: print(m, file=sys.stderr)
+            pair,
+            prompts,
+            settings,
+            cfg,
+            progress=not a.quiet,
+            log=lambda m: print(m, file=sys.stderr),
+            keep=shelf.keeper(dtype) if shelf else None,
         )
         del pair
+    if shelf:
+        shelf.close()
+        folder = Path(os.path.relpath(a.traces, Path(a.out).parent)) if a.out else a.traces.resolve()
+        result["traces"] = {label: str(folder / name) for label, name in shelf.index.items()}
     md = bench_report.markdown(result)
     print(md)
     if a.md:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from specviz.core.config import (
@@ -50,7 +48,6 @@ class BenchConfig:
         )
 
 
-MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
 OURS_FIXED = ("ar", "chain", "heuristic")
 KERNELS = {
     "": "",
@@ -82,34 +79,6 @@ class Setting:
 
 
 # -- prompts and settings ----------------------------------------------------------------------
-def task_of(category: str) -> str:
-    """Spec-Bench's six tasks: the eight MT-bench categories count as one."""
-    return "mt_bench" if category in MT_BENCH else category
-
-
-def stratified(rows: list[dict], n: int, seed: int) -> list[dict]:
-    """n rows, as equal per task as the task sizes allow; within a task, round robin over categories."""
-    rng = random.Random(seed)
-    groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        cat = str(r.get("category", "all"))
-        groups[task_of(cat)][cat].append(r)
-    queues = {}
-    for task, cats in sorted(groups.items()):
-        lists = [cats[c] for c in sorted(cats)]
-        for lst in lists:
-            rng.shuffle(lst)
-        queues[task] = [lst[i] for i in range(max(map(len, lists))) for lst in lists if i < len(lst)]
-    order = sorted(queues)
-    rng.shuffle(order)  # which tasks get the remainder, seeded
-    out: list[dict] = []
-    while len(out) < min(n, len(rows)):
-        for task in order:
-            if queues[task] and len(out) < n:
-                out.append(queues[task].pop(0))
-    return [r for _, r in sorted(enumerate(out), key=lambda x: (task_of(str(x[1].get("category", "all"))), x[0]))]
-
-
 def parse_settings(specs: list[str] | None, cfg: BenchConfig, available=METHODS) -> list[Setting]:
     """Method specs -> settings. 'chain' expands to cfg.chain_ks; 'ar' is always included (the reference)."""
     if not specs or specs == ["all"]:
