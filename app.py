@@ -3,7 +3,12 @@
 GRADIO_SERVER_NAME / GRADIO_SERVER_PORT change the address; the page itself is `specviz.app.ui`.
 """
 
-from specviz.app.ui import main
+try:  # on a ZeroGPU Space, spaces must load before torch touches CUDA; elsewhere it changes nothing
+    import spaces  # noqa: F401
+except ImportError:
+    pass
+
+from specviz.app.ui import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

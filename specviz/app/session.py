@@ -23,10 +23,14 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
 from specviz.analysis.promptset import PromptRun
+from specviz.app.zerogpu import gpu, seconds_for
 from specviz.core.assets import SPEC_BENCH, TRACES
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.device import resolve_device, resolve_dtype
+from specviz.core.pairs import DEFAULT_PAIR, PAIRS, SPECS, PairSpec
 from specviz.core.prompts import encode_prompt, read_prompts, stratified
 from specviz.core.text import Detokenizer
 from specviz.core.trace import MAX_TRACE_BYTES, GenerationTrace
@@ -35,8 +39,6 @@ from specviz.engine.record import collect
 from specviz.models.loading import load_pair, on_space
 
 EXAMPLE_IDS = (122, 144, 444, 228, 159, 104)  # Spec-Bench question ids: code, STEM, math, translation, ...
-DEFAULT_PAIR = "SmolLM2-135M-Instruct + specviz draft (offline)"
-PAIRS = {DEFAULT_PAIR: ModelConfig()}  # the public allow-list: nothing else loads in public mode
 BASELINE_KEY = "baseline"
 BUSY_TIMEOUT_S = 300
 MODEL_SLOTS = 2  # requests the page lets in at once: one decoding, one loading a pair or next in line
@@ -55,10 +57,41 @@ def public() -> bool:
     return os.environ.get("SPECVIZ_PUBLIC", "1" if on_space() else "0") == "1"
 
 
+def pair_status(spec: PairSpec, gpu_gb: float | None = None) -> str | None:
+    """Why `spec` cannot load here, or None where it can: the hub switched off, no token for a gated model, or no
+    GPU with its memory (`gpu_gb`: the GPU's memory in GB, default: measured; a ZeroGPU Space counts as large)."""
+    if spec.hub and os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return "the model hub is switched off here (HF_HUB_OFFLINE)"
+    if spec.gated and not (os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")):
+        return "its models are gated: set HF_TOKEN to a token with access"
+    if spec.gpu_gb:
+        have = gpu_memory_gb() if gpu_gb is None else gpu_gb
+        if have < spec.gpu_gb:
+            return f"it needs a GPU with {spec.gpu_gb:g} GB" + (f" (this one has {have:.0f} GB)" if have else "")
+    return None
+
+
+def gpu_memory_gb() -> float:
+    """The GPU's memory in GB: 0 without one; a ZeroGPU Space lends large slices (SPACES_ZERO_GPU set)."""
+    if os.environ.get("SPACES_ZERO_GPU"):
+        return 40.0
+    if not torch.cuda.is_available():
+        return 0.0
+    return torch.cuda.get_device_properties(0).total_memory / 1e9
+
+
+def offered_pairs() -> list[tuple[str, str]]:
+    """(label, name) of every pair that can load here, the default first; each label says what the pair needs."""
+    return [(s.label, s.name) for s in SPECS.values() if s.name == DEFAULT_PAIR or pair_status(s) is None]
+
+
 def model_config(pair: str, dtype: str, target: str = "", draft: str = "") -> ModelConfig:
     """The ModelConfig for the page's model choice; custom target/draft only outside public mode."""
     if pair not in PAIRS:
         raise ValueError(f"unknown model pair {pair!r}; choose one of: {', '.join(PAIRS)}")
+    why = pair_status(SPECS[pair])
+    if why:
+        raise ValueError(f"the pair {pair} cannot load here: {why}")
     target, draft = (target or "").strip(), (draft or "").strip()
     if (target or draft) and public():
         raise ValueError("this is a public deployment: only the listed model pairs can be loaded")
@@ -101,6 +134,7 @@ def warm_up(cfg: ModelConfig = PAIRS[DEFAULT_PAIR]) -> None:
             pass
 
 
+@gpu(duration=lambda prompt, run, model: seconds_for(run))
 def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[GenerationTrace]:
     """Decode `prompt` with `run.method`, yielding the trace so far after every verified round."""
     pair = _pair(model)

@@ -153,7 +153,11 @@ def build_ui() -> gr.Blocks:
                     max_new = gr.Slider(1, 512, value=RUN.max_new_tokens, step=1, label="max new tokens")
                     seed = gr.Number(value=RUN.sampling.seed, precision=0, label="seed", minimum=0)
                 with gr.Accordion("Model pair", open=False):
-                    pair = gr.Dropdown(list(session.PAIRS), value=session.DEFAULT_PAIR, label="pair")
+                    pair = gr.Dropdown(
+                        session.offered_pairs(),
+                        value=session.DEFAULT_PAIR,
+                        label="pair (those that can load here; each says what it needs)",
+                    )
                     dtype = gr.Radio(list(DTYPES), value=MODEL.dtype, label="dtype")
                     target = gr.Textbox(
                         value="",

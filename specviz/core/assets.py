@@ -26,6 +26,12 @@ SHIPPED_NAMES = {
 }  # info name -> folder
 
 
+def head_cache(draft: str) -> Path:
+    """Where the SpecDec++ head for a hub draft (a hub id, not a folder) is kept: the user cache, one folder a draft
+    (`python -m specviz.train head --draft HUB_ID` writes it there; copy it in to use a head trained elsewhere)."""
+    return cache_dir() / "heads" / draft.replace("/", "--")
+
+
 def cache_dir() -> Path:
     """The user cache: the dequantized default target and training data (SPECVIZ_CACHE overrides it)."""
     root = os.environ.get("SPECVIZ_CACHE") or os.path.join(

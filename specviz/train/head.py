@@ -29,7 +29,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from specviz.analysis.metrics import auc
-from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
+from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, head_cache
 from specviz.core.config import DTYPES, ModelConfig
 from specviz.core.prompts import encode_prompt
 from specviz.core.sampling import make_rng
@@ -150,7 +150,12 @@ def main(argv=None) -> None:
         prog="python -m specviz.train head", description="Train the SpecDec++ acceptance head."
     )
     ap.add_argument("--target", help="target model (default: the offline default)")
-    ap.add_argument("--draft", help="draft folder (default: models/smollm2-draft); the head is written beside it")
+    ap.add_argument(
+        "--draft",
+        help="draft folder (default: models/smollm2-draft), the head written beside it; or a hub id, the head "
+        "written to the user cache (specviz.core.assets.head_cache), where the dashboard finds it",
+    )
+    ap.add_argument("--device", default="cpu", help="where the data is generated and the head trained (cuda: a GPU)")
     ap.add_argument(
         "--eagle",
         nargs="?",
@@ -189,12 +194,17 @@ def main(argv=None) -> None:
     a.inputs = tuple(a.inputs)
     cfg = replace(d, **{k: getattr(a, k) for k in asdict(d)})
     t0 = time.perf_counter()
-    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device="cpu", eagle=a.eagle or "none"))
+    pair = load_pair(
+        ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device=a.device, eagle=a.eagle or "none")
+    )
     if pair.draft is pair.target and not a.eagle:
         raise SystemExit("no draft model found: train the draft first (python -m specviz.train draft)")
     drafter = pair.eagle if a.eagle else pair.draft
     folder = a.eagle or a.draft or DEFAULT_DRAFT
-    digest = file_digest(Path(folder) / ("eagle.safetensors" if a.eagle else "draft.safetensors"))
+    weights = Path(folder) / ("eagle.safetensors" if a.eagle else "draft.safetensors")
+    if not Path(folder).is_dir():  # a hub draft: its head goes to the user cache, keyed by the hub id
+        folder, weights = head_cache(folder), None
+    digest = file_digest(weights) if weights is not None and weights.exists() else ""
     rng = make_rng(cfg.seed)
     prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
     folder_data = (

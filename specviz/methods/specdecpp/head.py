@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from specviz.core.assets import SHIPPED_NAMES
+from specviz.core.assets import SHIPPED_NAMES, head_cache
 from specviz.methods.specdecpp import inputs as head_inputs
 
 HEAD_FILE, HEAD_CONFIG = "acceptance_head.safetensors", "acceptance_head.json"
@@ -130,7 +130,9 @@ def head_folder(pair, lm=None) -> Path | None:
     name = pair.drafter_name(pair.draft if lm is None else lm)
     if name in SHIPPED_NAMES:
         return Path(SHIPPED_NAMES[name])
-    return Path(name) if name and Path(name).is_dir() else None
+    if not name:
+        return None
+    return Path(name) if Path(name).is_dir() else head_cache(name)  # a hub draft's head lives in the user cache
 
 
 def has_head(pair, lm=None) -> bool:
