@@ -7,8 +7,12 @@ import pytest
 import torch
 from tiny import tiny_llama_cpu
 
+from specviz.analysis.promptset import PromptRun, RunSet, pooled
+from specviz.analysis.promptset import disagreements as ps_disagreements
+from specviz.app import session
 from specviz.core.trace import ACCEPTED, REJECTED, GenerationTrace
-from specviz.engine.hf_assisted import AssistedRecorder
+from specviz.engine.hf_assisted import SOURCE, AssistedRecorder
+from specviz.viz.inspect import node_panel
 
 
 def pair():
@@ -74,3 +78,21 @@ def test_batches_are_refused():
     rec = AssistedRecorder(draft)
     with pytest.raises(ValueError, match="batch"):
         target.generate(torch.tensor([[1, 4, 8], [1, 5, 9]]), max_new_tokens=4, **rec.hooks())
+
+
+def test_a_recorded_hf_run_opens_in_the_dashboard():
+    """The trace replays like any other: the session loads it, every node's inspector panel renders, the report's
+    numbers read it."""
+    target, draft = pair()
+    ids = torch.tensor([[1, 5, 9, 13, 17]])
+    rec = AssistedRecorder(draft)
+    torch.manual_seed(0)
+    target.generate(ids, max_new_tokens=16, **rec.hooks(do_sample=True, temperature=1.0, top_k=0))
+    trace = rec.trace(ids[0].tolist())
+    loaded, base = session.load(trace.to_json())
+    assert base is None and loaded.output_ids == trace.output_ids and loaded.models["source"] == SOURCE
+    for r in loaded.rounds:
+        for node in range(1, len(r.tree)):
+            assert "node" in node_panel(loaded, r.index, node)
+    rs = RunSet("hf", (PromptRun("1", "qa", loaded),))
+    assert pooled(rs)["tokens"] == 16 and ps_disagreements(rs) is not None
