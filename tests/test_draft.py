@@ -10,13 +10,15 @@ from tiny import tiny_llama
 
 from specviz.core.assets import DEFAULT_DRAFT
 from specviz.core.config import ModelConfig
+from specviz.models.eagle import build_eagle
 from specviz.models.loading import load_pair
 from specviz.train import corpus, selfprompts
 from specviz.train import eagle as eagle_train
-from specviz.train.config import DraftTrainConfig
+from specviz.train.config import DraftTrainConfig, EagleTrainConfig
 from specviz.train.data import _concat, continue_batch
 from specviz.train.draft import build_draft, distill_loss, head_ids, save_draft, train
 from specviz.train.draft_eval import accepted
+from specviz.train.loop import adamw, resume
 from specviz.train.prompts import broad, compose, with_documents
 
 SHIPPED = Path(DEFAULT_DRAFT)
@@ -330,3 +332,42 @@ def test_coverage_counts_head_ids_and_the_context_before_each_token():
         "head": 1 / 3,
         "head_and_context": 2 / 3,
     }  # 4 in the head, 7 in the context, 30 in neither
+
+
+@pytest.mark.parametrize("minutes", [1e-9, 60.0], ids=["timed-checkpoints", "step-checkpoints"])
+def test_an_eagle_run_cut_short_resumes_to_the_same_bits(tmp_path, monkeypatch, minutes):
+    """A run stopped mid-way (after a checkpoint by wall time, or by step count) and started again ends with the
+    same weights, Adam moments and history as one that never stopped: the noise generator, the smoothed loss and
+    the step travel in the checkpoint, the data order is the seed's."""
+    m = tiny_llama(vocab=64, layers=2, hidden=32)
+    data = _data(m)
+    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
+    ids_v = head_ids(data.responses(), 32, {2})
+    cfg = EagleTrainConfig(
+        steps=20, batch_tokens=100, checkpoint_every=8, checkpoint_minutes=minutes, lr=3e-3, warmup=3
+    )
+    whole = build_eagle(m)
+    hist = eagle_train.train(whole, data, feats, data, feats, ids_v, cfg, tmp_path / "whole.ckpt")
+
+    real_step, calls = eagle_train.step_loss, {"n": 0}
+
+    def dies_at_step_13(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 14:
+            raise KeyboardInterrupt  # the machine goes away mid-run
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(eagle_train, "step_loss", dies_at_step_13)
+    cut = build_eagle(m)
+    with pytest.raises(KeyboardInterrupt):
+        eagle_train.train(cut, data, feats, data, feats, ids_v, cfg, tmp_path / "cut.ckpt")
+    monkeypatch.setattr(eagle_train, "step_loss", real_step)
+    params = {n: p for n, p in build_eagle(m).named_parameters() if p.requires_grad}
+    assert resume(tmp_path / "cut.ckpt", params, adamw(params, cfg)).step == (13 if minutes < 1 else 8)
+    torch.manual_seed(12345)  # a fresh process: torch's global generator elsewhere; the checkpoint restores it
+    again = build_eagle(m)
+    hist2 = eagle_train.train(again, data, feats, data, feats, ids_v, cfg, tmp_path / "cut.ckpt")
+    no_time = lambda h: [{k: v for k, v in x.items() if k != "seconds"} for x in h]  # noqa: E731
+    assert no_time(hist2) == no_time(hist)
+    for (n, p), (_, q) in zip(whole.named_parameters(), again.named_parameters()):
+        assert torch.equal(p, q), n

@@ -81,6 +81,7 @@ class DraftTrainConfig:
     lr: float = 3e-3
     warmup: int = 30
     checkpoint_every: int = 50
+    checkpoint_minutes: float = 5.0  # a checkpoint (no evaluation) at least this often, for a run cut short
     heldout_fraction: float = 0.03
     eval_prompts: int = 40
     seed: int = 0
@@ -93,6 +94,7 @@ class DraftTrainConfig:
         )
         _check(256 <= self.head_size <= 49152, f"head size must lie in [256, 49152], got {self.head_size}")
         _check(len(self.init_layers) >= 1, "the draft needs at least one layer (init_layers)")
+        _check(self.checkpoint_minutes > 0, f"need checkpoint minutes > 0, got {self.checkpoint_minutes}")
         _check(self.lr > 0 and 0 < self.sample_temperature <= 2, "lr must be > 0, sample temperature in (0, 2]")
         _check(
             0 < self.heldout_fraction < 1 and 1 <= self.eval_prompts <= 480,
@@ -128,6 +130,7 @@ class EagleTrainConfig:
     copy_gain: float = 30.0  # a_n at the start: a larger gain makes Adam move the new zero block faster;
     # 30 chosen by measurement (assets/experiments/eagle-copy-input)
     checkpoint_every: int = 25
+    checkpoint_minutes: float = 5.0  # a checkpoint (no evaluation) at least this often, for a run cut short
     heldout_fraction: float = 0.03
     eval_prompts: int = 40
     seed: int = 0
@@ -145,3 +148,4 @@ class EagleTrainConfig:
             "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)",
         )
         _check(0 < self.copy_gain <= 1000, f"need 0 < copy gain <= 1000, got {self.copy_gain}")
+        _check(self.checkpoint_minutes > 0, f"need checkpoint minutes > 0, got {self.checkpoint_minutes}")

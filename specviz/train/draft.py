@@ -189,24 +189,23 @@ def train(
     slot[ids_v] = torch.arange(len(ids_v))
     params = own_state(draft)
     opt = adamw(params, cfg)
-    start, history = resume(ckpt, params, opt)
+    progress = resume(ckpt, params, opt)
     plan = batch_plan(data, cfg.batch_tokens, cfg.steps, cfg.seed)
-    if start == 0:
-        history.append(
+    if progress.step == 0:
+        progress.history.append(
             {
                 "step": 0,
                 "norm_scale": calibrate_norm(draft, data, plan[0], head_w, slot),
                 "heldout_agreement": round(agreement(draft, held, head_w, slot, limit=3000), 4),
             }
         )
-        print(json.dumps(history[-1]))
+        print(json.dumps(progress.history[-1]))
     return optimise(
         draft,
         params,
         opt,
         cfg,
-        start,
-        history,
+        progress,
         ckpt,
         step_loss=lambda step: (step_loss(draft, data, plan[step], head_w, slot), {}),
         evaluate=lambda: {"heldout_agreement": round(agreement(draft, held, head_w, slot, limit=3000), 4)},

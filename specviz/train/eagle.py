@@ -184,9 +184,9 @@ def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ck
         model.eagle_feature_scale = float(emb.norm(dim=-1).mean() / feats[:50_000].float().norm(dim=-1).mean())
     params = own_params(model)
     opt = adamw(params, cfg)
-    start, history = resume(ckpt, params, opt)
+    gen = torch.Generator().manual_seed(cfg.seed)  # the feature noise; a checkpoint keeps its state
+    progress = resume(ckpt, params, opt, {"noise": gen})
     plan = batch_plan(data, cfg.batch_tokens, cfg.steps, cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed + start)
 
     def held_out() -> dict:
         a1, a2 = agreement(model, held, held_feats, head_w, slot, cfg)
@@ -196,10 +196,12 @@ def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ck
         loss, parts = step_loss(model, data, feats, plan[step], head_w, slot, cfg, scale, gen)
         return loss, {"ce1": f"{parts['ce1']:.2f}", "ce2": f"{parts['ce2']:.2f}"}
 
-    if start == 0:
-        history.append({"step": 0, **held_out()})
-        print(json.dumps(history[-1]))
-    return optimise(model, params, opt, cfg, start, history, ckpt, one_step, held_out, "eagle train", on_checkpoint)
+    if progress.step == 0:
+        progress.history.append({"step": 0, **held_out()})
+        print(json.dumps(progress.history[-1]))
+    return optimise(
+        model, params, opt, cfg, progress, ckpt, one_step, held_out, "eagle train", on_checkpoint, {"noise": gen}
+    )
 
 
 # -- shipping ------------------------------------------------------------------------------------
@@ -324,13 +326,18 @@ def main(argv=None) -> None:
         add_copy_input(model, LookupConfig().max_ngram, cfg.copy_gain)
     key = (
         f"{'warm-' + digest_file(Path(a.warm_start) / 'eagle.safetensors') + '-' if a.warm_start else ''}"
-        f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-n{cfg.noise}-w{cfg.feat_weight}"
+        f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-wu{cfg.warmup}-n{cfg.noise}-w{cfg.feat_weight}"
         f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
-        f"{'-ctx' if cfg.context_vocab else ''}-seed{cfg.seed}"
+        f"{'-ctx' if cfg.context_vocab else ''}-data{cfg.greedy_prompts}.{cfg.sampled_prompts}.{cfg.doc_prompts}"
+        f".{cfg.broad_prompts}.{cfg.self_prompts}.{cfg.real_prompts}-seed{cfg.seed}"
     )
     ckpt = work / f"eagle-{key}-n{len(data)}.ckpt.safetensors"
+    # --out (by default the folder --warm-start reads) is written once, at the end: a stage cut short and run
+    # again finds its warm start unchanged, so the same key and its checkpoint. Meanwhile the latest weights
+    # are shipped beside the checkpoint.
+    latest = ckpt.with_name(ckpt.name.replace(".ckpt.safetensors", "-latest"))
     history = train(
-        model, data, feats, held, held_f, ids_v, cfg, ckpt, on_checkpoint=lambda: save_eagle(model, ids_v, out)
+        model, data, feats, held, held_f, ids_v, cfg, ckpt, on_checkpoint=lambda: save_eagle(model, ids_v, latest)
     )
     save_eagle(model, ids_v, out)
     t2 = time.perf_counter()
