@@ -12,10 +12,11 @@ from specviz.core.assets import DEFAULT_DRAFT
 from specviz.core.config import ModelConfig
 from specviz.models.eagle import build_eagle
 from specviz.models.loading import load_pair
-from specviz.train import corpus, selfprompts
+from specviz.train import answers, corpus, selfprompts
+from specviz.train import data as data_mod
 from specviz.train import eagle as eagle_train
 from specviz.train.config import DraftTrainConfig, EagleTrainConfig
-from specviz.train.data import _concat, continue_batch
+from specviz.train.data import _concat, build_shards, continue_batch
 from specviz.train.draft import build_draft, distill_loss, head_ids, save_draft, train
 from specviz.train.draft_eval import accepted
 from specviz.train.loop import adamw, resume
@@ -238,24 +239,25 @@ class _WordTokenizer:
         return " ".join(f"w{i}" for i in ids if not (skip_special_tokens and i == 2))
 
 
+class _Tok:
+    """A word tokenizer for shards: "w5 w9" -> [5, 9]."""
+
+    chat_template = None
+    eos_token_id, pad_token_id = 2, 0
+
+    def __call__(self, text):
+        return {"input_ids": [int(w[1:]) for w in text.split()]}
+
+
 def test_shards_are_reused_only_for_the_same_prompts(tmp_path):
     """A cached shard is reused when it holds the same prompts, and made again when it was written for others
     (e.g. a run with fewer composed prompts left a partial last shard)."""
-    from specviz.train.data import build_shards
-
-    class Tok:
-        chat_template = None
-        eos_token_id, pad_token_id = 2, 0
-
-        def __call__(self, text):
-            return {"input_ids": [int(w[1:]) for w in text.split()]}
-
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     items = [("t", f"w1 w{5 + i}") for i in range(5)]
     kw = dict(max_new=3, top_k=2, seed=0, shard_size=2)
-    few = build_shards(m, Tok(), items[:3], tmp_path, "g", temperature=0.0, **kw)  # shards [0, 1] and [2]
+    few = build_shards(m, _Tok(), items[:3], tmp_path, "g", temperature=0.0, **kw)  # shards [0, 1] and [2]
     first = (tmp_path / "g-0000.safetensors").stat().st_mtime_ns
-    more = build_shards(m, Tok(), items, tmp_path, "g", temperature=0.0, **kw)  # [0, 1] reused, [2, 3] made again
+    more = build_shards(m, _Tok(), items, tmp_path, "g", temperature=0.0, **kw)  # [0, 1] reused, [2, 3] made again
     assert (tmp_path / "g-0000.safetensors").stat().st_mtime_ns == first
     assert [x["prompt"] for x in more.meta] == [t for _, t in items] and len(few) == 3
     assert torch.equal(more.subset([0, 1, 2]).tokens, few.tokens)
@@ -371,3 +373,24 @@ def test_an_eagle_run_cut_short_resumes_to_the_same_bits(tmp_path, monkeypatch, 
     assert no_time(hist2) == no_time(hist)
     for (n, p), (_, q) in zip(whole.named_parameters(), again.named_parameters()):
         assert torch.equal(p, q), n
+
+
+def test_a_shard_is_rebuilt_from_its_kept_answers_by_prefill_alone(tmp_path, monkeypatch):
+    """Generated shards leave their answers as token ids (train.answers); with the shards gone, the same prompts
+    are rebuilt from those ids by teacher-forced forwards, never by generation: the same tokens, the same top-1
+    at every position, log-probs equal to fp16 rounding. Answers for other prompts are not used."""
+    m = tiny_llama(vocab=64, layers=2, hidden=32)
+    items = [("t", f"w1 w{5 + i} w{9 + i}") for i in range(6)]
+    kw = dict(max_new=8, top_k=4, seed=0, shard_size=4, answers_dir=tmp_path / "answers")
+    made = build_shards(m, _Tok(), items, tmp_path / "a", "g", temperature=0.0, **kw)
+    kept = sorted(p.name for p in (tmp_path / "answers").iterdir())
+    assert kept == ["g-0000.npz", "g-0001.npz"]
+    monkeypatch.setattr(data_mod, "continue_batch", lambda *a, **k: pytest.fail("generated instead of prefilled"))
+    again = build_shards(m, _Tok(), items, tmp_path / "b", "g", temperature=0.0, **kw)
+    assert torch.equal(again.tokens, made.tokens) and torch.equal(again.resp, made.resp)
+    assert torch.equal(again.top_ids[:, 0], made.top_ids[:, 0])
+    assert (again.top_lp.float() - made.top_lp.float()).abs().max() < 1e-2
+    assert answers.load(tmp_path / "answers" / "g-0000.npz", [t for _, t in items[1:5]]) is None
+    responses, greedy = answers.load(tmp_path / "answers" / "g-0000.npz", [t for _, t in items[:4]])
+    assert responses == made.responses()[:4] and greedy == [True] * 4
+    assert (tmp_path / "answers" / "g-0000.npz").stat().st_size < 2_000  # a few bytes a token

@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from specviz.core.prompts import encode_prompt
 from specviz.models import kvcache
+from specviz.train import answers
 
 
 @dataclass
@@ -143,6 +144,34 @@ def continue_batch(
     return res
 
 
+@torch.inference_mode()
+def soft_labels(
+    model, prompt_ids: list[list[int]], responses: list[list[int]], top_k: int, token_budget: int = 6144
+) -> list[dict]:
+    """The target's top-k (ids, log p) at every response position of each prompt + response, by teacher-forced
+    forwards over right-padded batches: the rows `train.data.continue_batch` would have kept while writing them."""
+    seqs = [p + r for p, r in zip(prompt_ids, responses)]
+    base, head = model.get_decoder(), model.get_output_embeddings()
+    out: list[dict | None] = [None] * len(seqs)
+    for group in batches([len(s) for s in seqs], len(seqs), token_budget):
+        width = max(len(seqs[i]) for i in group)
+        x = torch.zeros(len(group), width, dtype=torch.long)
+        for b, i in enumerate(group):
+            x[b, : len(seqs[i])] = torch.tensor(seqs[i])
+        h = base(input_ids=x).last_hidden_state  # right padding: never attended to by real tokens
+        for b, i in enumerate(group):
+            p, n = len(prompt_ids[i]), len(responses[i])
+            logp = torch.log_softmax(head(h[b, p - 1 : p - 1 + n]).float(), -1)  # row j: p(. | x, y_<j)
+            lp, top = logp.topk(top_k, -1)
+            out[i] = {
+                "tokens": torch.tensor(seqs[i], dtype=torch.int32),
+                "prompt_len": p,
+                "top_ids": top.int(),
+                "top_lp": lp.half(),
+            }
+    return out
+
+
 def batches(lengths: list[int], max_batch: int, token_budget: int) -> list[list[int]]:
     """Group indices of similar length (sorted) so that batch size * longest <= token_budget."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
@@ -170,9 +199,12 @@ def build_shards(
     max_batch: int = 32,
     token_budget: int = 6144,
     progress=None,
+    answers_dir: Path | None = None,
 ) -> Distill:
     """Continue every (category, prompt) with the target, `shard_size` prompts per shard file; reuse shards on disk
-    that hold the same prompts (a shard written for another prompt count or seed is made again)."""
+    that hold the same prompts (a shard written for another prompt count or seed is made again). A missing shard
+    whose answers are kept in `answers_dir` (train.answers; the training commands pass --answers) is rebuilt by
+    prefill alone, and a generated one has its answers written there (None: neither)."""
     folder.mkdir(parents=True, exist_ok=True)
     eos = {
         tokenizer.eos_token_id,
@@ -194,16 +226,23 @@ def build_shards(
             path.unlink()
         if not path.exists():
             ids = [encode_prompt(tokenizer, text) for _, text in chunk]
-            rng = torch.Generator().manual_seed(seed * 100003 + k)
-            seqs: list[dict | None] = [None] * len(chunk)
-            for group in batches([len(x) for x in ids], max_batch, token_budget):
-                got = continue_batch(model, [ids[i] for i in group], max_new, top_k, eos, pad, temperature, rng)
-                for i, g in zip(group, got):
-                    seqs[i] = {
-                        **g,
-                        "greedy": temperature == 0,
-                        "meta": {"category": chunk[i][0], "prompt": chunk[i][1]},
-                    }
+            texts = [t for _, t in chunk]
+            kept = answers.load(answers_dir / f"{name}-{k:04d}.npz", texts) if answers_dir else None
+            if kept is not None:  # the answers are known: one teacher-forced pass gives the soft labels
+                got = soft_labels(model, ids, kept[0], top_k, token_budget)
+            else:
+                rng = torch.Generator().manual_seed(seed * 100003 + k)
+                got = [None] * len(chunk)
+                for group in batches([len(x) for x in ids], max_batch, token_budget):
+                    made = continue_batch(model, [ids[i] for i in group], max_new, top_k, eos, pad, temperature, rng)
+                    for i, g in zip(group, made):
+                        got[i] = g
+                if answers_dir:
+                    responses = [g["tokens"][g["prompt_len"] :].tolist() for g in got]
+                    answers.save(answers_dir / f"{name}-{k:04d}.npz", texts, responses, [temperature == 0] * len(got))
+            seqs = [
+                {**g, "greedy": temperature == 0, "meta": {"category": c, "prompt": t}} for g, (c, t) in zip(got, chunk)
+            ]
             _save(_concat(seqs), path)
         parts.append(load(path))
         if progress:

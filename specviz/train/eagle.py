@@ -44,6 +44,7 @@ from specviz.models.eagle import (
     uses_copy,
 )
 from specviz.models.loading import load_pair
+from specviz.train.answers import ANSWERS, ANSWERS_HELP
 from specviz.train.config import DraftTrainConfig, EagleTrainConfig
 from specviz.train.data import Distill, batches, merge
 from specviz.train.draft import HEAD_KEY, batch_plan, context_head, distill_loss
@@ -250,6 +251,7 @@ def parse(argv):
     ap.add_argument("--init", default=DEFAULT_DRAFT, help="standalone draft whose layer starts the drafter")
     ap.add_argument("--warm-start", default=None, help="an EAGLE folder to continue from (a new schedule of --steps)")
     ap.add_argument("--work", default=str(cache_dir() / "train"), help="cache of data, features and checkpoints")
+    ap.add_argument("--answers", default=str(ANSWERS), help=ANSWERS_HELP)
     ap.add_argument("--eval-only", action="store_true", help="only evaluate the drafter in --out")
     ap.add_argument("--skip-eval", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
@@ -284,6 +286,7 @@ def main(argv=None) -> None:
         return
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
+    answers = None if a.answers == "none" else Path(a.answers)
     pair = load_pair(ModelConfig(dtype="fp32", device="cpu"))
     data = distillation_data(
         pair,
@@ -291,12 +294,13 @@ def main(argv=None) -> None:
             greedy_prompts=cfg.greedy_prompts, sampled_prompts=cfg.sampled_prompts, doc_prompts=cfg.doc_prompts
         ),
         work,
+        answers,
     )
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
     real = partial(real_data, source=a.real_prompts_file)
     for make, n in ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts), (real, cfg.real_prompts)):
         if n:  # features cached per part: earlier parts' are reused
-            extra = make(pair, DraftTrainConfig(), n, work)
+            extra = make(pair, DraftTrainConfig(), n, work, answers=answers)
             feats = torch.cat(
                 [feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")]
             )
