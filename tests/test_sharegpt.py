@@ -143,3 +143,35 @@ def test_real_prompts_reach_the_data_and_the_card(tmp_path):
         "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}],
     }
     assert "1920 ShareGPT first turns" in _previous(stage)
+
+
+def test_fixed_text_is_prefilled_never_generated(tmp_path, monkeypatch):
+    """`--fixed-prompts N` (EAGLE-1's data): N exchanges whose answers GPT wrote become shards by prefill alone (the
+    answer's ids, cut to new_tokens, EOS after a whole one), marked not greedy; the ids stay in the training cache."""
+    from types import SimpleNamespace
+
+    from tiny import tiny_llama
+
+    from specviz.train import data as data_mod
+    from specviz.train.draft_run import fixed_data
+
+    class Tok:  # ids are words "wk"; no chat template
+        chat_template = None
+        eos_token_id, pad_token_id = 2, 0
+
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": [int(w[1:]) for w in text.split()]}
+
+    words = lambda i, n: " ".join(f"w{5 + (i + j) % 50}" for j in range(n))  # noqa: E731 12 words: ~45 characters
+    dump = tmp_path / "d.json"
+    dump.write_text(json.dumps([conv(words(i, 12), words(i + 7, 12 + i)) for i in range(5)] + [conv(words(9, 12))]))
+    pair = SimpleNamespace(target=SimpleNamespace(model=tiny_llama(vocab=64, layers=2, hidden=32)), tokenizer=Tok())
+    monkeypatch.setattr(data_mod, "continue_batch", lambda *a, **k: pytest.fail("generated instead of prefilled"))
+    cfg = DraftTrainConfig(new_tokens=14, top_k=2)
+    d = fixed_data(pair, cfg, 5, tmp_path / "work", dump)  # the sixth has no answer: not eligible
+    assert len(d) == 5 and not d.greedy.any() and all(m["category"] == sharegpt.CATEGORY for m in d.meta)
+    lens = sorted(len(r) for r in d.responses())
+    assert lens == [13, 14, 14, 14, 14]  # 12 words + EOS; longer answers cut at 14
+    assert (tmp_path / "work" / "fixed-answers").is_dir() and len(d.top_ids) == sum(lens)
+    with pytest.raises(ValueError, match="5 eligible"):
+        fixed_data(pair, cfg, 6, tmp_path / "work", dump)

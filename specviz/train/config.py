@@ -121,6 +121,7 @@ class EagleTrainConfig:
     broad_prompts: int = 0  # more prompts over real text (train/corpus.py), beside the draft's data
     self_prompts: int = 0  # more prompts the target writes itself (train/selfprompts.py)
     real_prompts: int = 0  # more prompts real users wrote: ShareGPT first turns (train/sharegpt.py)
+    fixed_prompts: int = 0  # EAGLE-1's data: ShareGPT exchanges whose answers (not the target's) are prefilled
     noise: float = 0.05
     feat_weight: float = 0.1
     balance_inputs: bool = False  # scale f to |e| in fc's input (slows the feature path down; measured worse)
@@ -138,7 +139,14 @@ class EagleTrainConfig:
     def __post_init__(self):
         _check(
             min(self.steps, self.batch_tokens, self.checkpoint_every, self.eval_prompts, self.greedy_prompts) >= 1
-            and min(self.doc_prompts, self.broad_prompts, self.self_prompts, self.real_prompts, self.sampled_prompts)
+            and min(
+                self.doc_prompts,
+                self.broad_prompts,
+                self.self_prompts,
+                self.real_prompts,
+                self.sampled_prompts,
+                self.fixed_prompts,
+            )
             >= 0,
             "steps, batch tokens, checkpoint interval, eval and greedy prompts must be >= 1, "
             "doc / broad / self / real / sampled prompts >= 0",

@@ -228,8 +228,9 @@ def build_shards(
             ids = [encode_prompt(tokenizer, text) for _, text in chunk]
             texts = [t for _, t in chunk]
             kept = answers.load(answers_dir / f"{name}-{k:04d}.npz", texts) if answers_dir else None
+            greedy = [temperature == 0] * len(chunk)
             if kept is not None:  # the answers are known: one teacher-forced pass gives the soft labels
-                got = soft_labels(model, ids, kept[0], top_k, token_budget)
+                got, greedy = soft_labels(model, ids, kept[0], top_k, token_budget), kept[1]
             else:
                 rng = torch.Generator().manual_seed(seed * 100003 + k)
                 got = [None] * len(chunk)
@@ -239,9 +240,9 @@ def build_shards(
                         got[i] = g
                 if answers_dir:
                     responses = [g["tokens"][g["prompt_len"] :].tolist() for g in got]
-                    answers.save(answers_dir / f"{name}-{k:04d}.npz", texts, responses, [temperature == 0] * len(got))
+                    answers.save(answers_dir / f"{name}-{k:04d}.npz", texts, responses, greedy)
             seqs = [
-                {**g, "greedy": temperature == 0, "meta": {"category": c, "prompt": t}} for g, (c, t) in zip(got, chunk)
+                {**g, "greedy": gr, "meta": {"category": c, "prompt": t}} for g, gr, (c, t) in zip(got, greedy, chunk)
             ]
             _save(_concat(seqs), path)
         parts.append(load(path))

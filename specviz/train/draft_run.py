@@ -26,6 +26,7 @@ from specviz.core.args import positive
 from specviz.core.assets import DEFAULT_DRAFT, cache_dir
 from specviz.core.config import ModelConfig
 from specviz.models.loading import load_pair
+from specviz.train import answers as answers_mod
 from specviz.train import corpus, draft_eval, selfprompts, sharegpt
 from specviz.train.answers import ANSWERS, ANSWERS_HELP
 from specviz.train.config import DraftTrainConfig
@@ -166,6 +167,38 @@ def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | No
     exclude = [t for row in draft_eval.spec_bench_rows() for t in row["turns"]]  # every Spec-Bench turn
     items = sharegpt.prompts(sharegpt.read_text(source), n, cfg.seed + 5, exclude)
     return _greedy_shards(pair, cfg, items, work, f"sharegpt-seed{cfg.seed + 5}", "ShareGPT prompts", answers)
+
+
+def fixed_data(
+    pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | None = None, answers: Path | None = None
+):
+    """EAGLE-1's data: the target's distribution at every position of n ShareGPT answers it did not write (GPT's,
+    cut to `new_tokens` tokens), by prefill alone, no generation. The answers' ids are kept in the training cache,
+    never in the repository (the text is not ours; `answers` is not used), and marked not greedy, so held-out sets
+    skip them."""
+    source = source or sharegpt.fetch(work / "sharegpt")
+    exclude = [t for row in draft_eval.spec_bench_rows() for t in row["turns"]]
+    items = sharegpt.answered(sharegpt.read_text(source), n, cfg.seed + 7, exclude)
+    store, name, tok = work / "fixed-answers", f"sharegpt-fixed-seed{cfg.seed + 7}", pair.tokenizer
+    for k in range(0, len(items), 64):  # build_shards' shards of 64, each with its answers file
+        chunk = items[k : k + 64]
+        path, texts = store / f"{name}-{k // 64:04d}.npz", [t for _, t, _ in chunk]
+        if answers_mod.load(path, texts) is None:
+            ids = [tok(a, add_special_tokens=False)["input_ids"] for _, _, a in chunk]
+            cut = [x[: cfg.new_tokens] if len(x) >= cfg.new_tokens else x + [tok.eos_token_id] for x in ids]
+            answers_mod.save(path, texts, cut, [False] * len(chunk))
+    return build_shards(
+        pair.target.model,
+        tok,
+        [(c, t) for c, t, _ in items],
+        work / "draft-data",
+        name,
+        temperature=0.0,  # never used: every shard is rebuilt from its answers
+        max_new=cfg.new_tokens,
+        top_k=cfg.top_k,
+        seed=cfg.seed,
+        answers_dir=store,
+    )
 
 
 def run_eval(out: Path, work: Path, cfg: DraftTrainConfig) -> dict:

@@ -48,7 +48,7 @@ from specviz.train.answers import ANSWERS, ANSWERS_HELP
 from specviz.train.config import DraftTrainConfig, EagleTrainConfig
 from specviz.train.data import Distill, batches, merge
 from specviz.train.draft import HEAD_KEY, batch_plan, context_head, distill_loss
-from specviz.train.draft_run import broad_data, distillation_data, real_data, self_data
+from specviz.train.draft_run import broad_data, distillation_data, fixed_data, real_data, self_data
 from specviz.train.eagle_eval import run_eval, write_card
 from specviz.train.loop import adamw, optimise, resume
 
@@ -298,7 +298,9 @@ def main(argv=None) -> None:
     )
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
     real = partial(real_data, source=a.real_prompts_file)
-    for make, n in ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts), (real, cfg.real_prompts)):
+    fixed = partial(fixed_data, source=a.real_prompts_file)
+    parts = ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts), (real, cfg.real_prompts))
+    for make, n in (*parts, (fixed, cfg.fixed_prompts)):
         if n:  # features cached per part: earlier parts' are reused
             extra = make(pair, DraftTrainConfig(), n, work, answers=answers)
             feats = torch.cat(
@@ -333,7 +335,7 @@ def main(argv=None) -> None:
         f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-wu{cfg.warmup}-n{cfg.noise}-w{cfg.feat_weight}"
         f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
         f"{'-ctx' if cfg.context_vocab else ''}-data{cfg.greedy_prompts}.{cfg.sampled_prompts}.{cfg.doc_prompts}"
-        f".{cfg.broad_prompts}.{cfg.self_prompts}.{cfg.real_prompts}-seed{cfg.seed}"
+        f".{cfg.broad_prompts}.{cfg.self_prompts}.{cfg.real_prompts}.{cfg.fixed_prompts}-seed{cfg.seed}"
     )
     ckpt = work / f"eagle-{key}-n{len(data)}.ckpt.safetensors"
     # --out (by default the folder --warm-start reads) is written once, at the end: a stage cut short and run

@@ -67,33 +67,61 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text.lower()).strip()
 
 
-def first_turns(text: str, exclude: list[str] = ()) -> list[str]:
-    """Eligible first human turns in file order; reading stops at the first conversation that does not parse (the
-    cut-off end of the file). `exclude`: texts whose first OVERLAP characters no kept prompt may contain."""
+def _conversations(text: str):
+    """Each parsed conversation's turns, in file order, up to the cut-off end of the file."""
     dec = json.JSONDecoder()
-    keys = {s[:OVERLAP] for s in map(_norm, exclude) if len(s) >= OVERLAP}
     start = text.find("[")
     if start < 0:
         raise ValueError("not a ShareGPT file: no JSON list")
-    i, out, seen = start + 1, [], set()
+    i = start + 1
     while True:
         while i < len(text) and text[i] in " \n\r\t,":
             i += 1
         try:
             conv, i = dec.raw_decode(text, i)
         except json.JSONDecodeError:
-            break
+            return
         turns = conv.get("conversations") if isinstance(conv, dict) else None
-        if not turns or not isinstance(turns[0], dict) or turns[0].get("from") != "human":
-            continue
+        if turns and isinstance(turns[0], dict) and turns[0].get("from") == "human":
+            yield turns
+
+
+def _eligible(t: str, lo: int = MIN_CHARS, hi: int = MAX_CHARS) -> bool:
+    return lo <= len(t) <= hi and sum(c.isascii() for c in t) >= MIN_ASCII * len(t)
+
+
+def first_turns(text: str, exclude: list[str] = ()) -> list[str]:
+    """Eligible first human turns in file order; reading stops at the first conversation that does not parse (the
+    cut-off end of the file). `exclude`: texts whose first OVERLAP characters no kept prompt may contain."""
+    return [h for h, _ in first_exchanges(text, exclude, answers=False)]
+
+
+def first_exchanges(text: str, exclude: list[str] = (), answers: bool = True) -> list[tuple[str, str]]:
+    """(first human turn, the answer that followed) for every conversation whose turn is eligible (and, with
+    `answers`, whose answer is too: 40..4000 characters, mostly ASCII), in file order, turns distinct."""
+    keys = {s[:OVERLAP] for s in map(_norm, exclude) if len(s) >= OVERLAP}
+    out, seen = [], set()
+    for turns in _conversations(text):
         t = str(turns[0].get("value", "")).strip()
-        if not (MIN_CHARS <= len(t) <= MAX_CHARS and sum(c.isascii() for c in t) >= MIN_ASCII * len(t)) or t in seen:
+        reply = turns[1] if len(turns) > 1 and isinstance(turns[1], dict) else {}
+        a = str(reply.get("value", "")).strip()
+        if not _eligible(t) or t in seen or (answers and not (reply.get("from") == "gpt" and _eligible(a, hi=4000))):
             continue
         low = _norm(t)
         if not any(k in low for k in keys):
             seen.add(t)
-            out.append(t)
+            out.append((t, a))
     return out
+
+
+def answered(text: str, n: int, seed: int, exclude: list[str] = ()) -> list[tuple[str, str, str]]:
+    """The first n (category, prompt, answer) of the eligible exchanges in a fixed shuffled order: fixed text for
+    EAGLE-1-style data (the target's distribution at every position of an answer it did not write)."""
+    pool = first_exchanges(text, exclude)
+    if n > len(pool):
+        raise ValueError(f"asked for {n} ShareGPT exchanges; the file has {len(pool)} eligible ones")
+    random.Random(seed).shuffle(pool)
+    return [(CATEGORY, t, a) for t, a in pool[:n]]
 
 
 def prompts(text: str, n: int, seed: int, exclude: list[str] = ()) -> list[tuple[str, str]]:
