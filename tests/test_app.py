@@ -291,7 +291,7 @@ def test_a_hostile_upload_gives_a_sentence_and_the_app_keeps_serving(client, tmp
 
 def test_public_mode_allows_only_listed_pairs(monkeypatch):
     monkeypatch.setenv("SPECVIZ_PUBLIC", "1")
-    assert session.model_config(session.DEFAULT_PAIR, "auto") == session.PAIRS[session.DEFAULT_PAIR]
+    assert session.model_config(session.DEFAULT_PAIR, "auto") == session.PAIRS[session.DEFAULT_PAIR].model
     with pytest.raises(ValueError, match="public"):
         session.model_config(session.DEFAULT_PAIR, "bf16", target="/etc")
     with pytest.raises(ValueError, match="unknown model pair"):

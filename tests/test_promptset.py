@@ -128,7 +128,7 @@ def test_pooled_numbers_and_worst_prompts():
     assert [r.tau for r in rows] == [2.0, 2.0] and rows[0].acceptance == pytest.approx(2 / 5)
     split = ps.set_time_split(rs)
     assert split["draft"] == 6.0 and split["verify"] == 30.0 and split["overhead"] == 3.0 and split["other"] == 161.0
-    assert ps.worst_prompts(rs, 1) == [0] or ps.worst_prompts(rs, 1) == [1]
+    assert ps.worst_prompts(rows, 1) == [1]  # equal τ: the one with fewer tokens/s (20 against 40) first
 
 
 def test_the_paired_bootstrap_is_seeded_and_finds_a_real_shift():

@@ -18,7 +18,7 @@ def _resolved(cfg: ModelConfig) -> ModelConfig:
 @pytest.fixture
 def loaded(monkeypatch):
     """The default pair 'loaded' (a tiny one), and a load_pair that waits on an event, then fails or loads."""
-    default = session.PAIRS[session.DEFAULT_PAIR]
+    default = session.PAIRS[session.DEFAULT_PAIR].model
     monkeypatch.setattr(session, "_pairs", {_resolved(default): make_pair()})
     gate, started = threading.Event(), threading.Event()
     outcome = {}

@@ -64,10 +64,6 @@ class RunSet:
         return [rnd for r in self.runs for rnd in r.trace.rounds]
 
     @property
-    def categories(self) -> list[str]:
-        return sorted({r.category for r in self.runs})
-
-    @property
     def temperature(self) -> float | None:
         t = (self.runs[0].trace.config.get("sampling") or {}).get("temperature")
         return t if isinstance(t, (int, float)) else None
@@ -182,9 +178,8 @@ def prompt_rows(rs: RunSet) -> list[PromptRow]:
     return rows
 
 
-def worst_prompts(rs: RunSet, n: int = 5) -> list[int]:
-    """Indices into rs.runs of the n prompts with the lowest τ (ties: fewer tokens/s first)."""
-    rows = prompt_rows(rs)
+def worst_prompts(rows: Sequence[PromptRow], n: int = 5) -> list[int]:
+    """Indices into `rows` (`prompt_rows`) of the n prompts with the lowest τ (ties: fewer tokens/s first)."""
     return sorted(range(len(rows)), key=lambda i: (rows[i].tau, rows[i].tokens_per_s))[:n]
 
 
@@ -248,17 +243,13 @@ def q_reliability(rs: RunSet) -> dict:
     return {"bins": binned(pairs, PROB_EDGES), "auc": auc(pairs), "brier": brier(pairs), "n": len(pairs)}
 
 
-def _target_at(rnd: RoundTrace, c: int) -> list | None:
-    return rnd.p_top[c] if rnd.p_top is not None else None
-
-
 def margin_pairs(rs: RunSet) -> list[tuple[float, int]]:
     """(the target's top-1 probability minus its top-2, accepted) at every judged node whose round recorded
     p_top: a flat target (small margin) is where any draft struggles."""
     out = []
     for rnd in rs.rounds:
         for c in judged_nodes(rnd):
-            top = _target_at(rnd, c)
+            top = rnd.p_top[c] if rnd.p_top is not None else None
             if top:
                 out.append((top[0][1] - (top[1][1] if len(top) > 1 else 0.0), int(rnd.status[c] == ACCEPTED)))
     return out
@@ -373,8 +364,9 @@ MAX_SET_FILE_BYTES = 500_000_000
 def read_runset(spec: str, label: str | None = None) -> RunSet:
     """A RunSet from a JSON-lines file of traces (`generate --prompts ... --out`), or from one setting of a bench
     result kept with `--traces`: `BENCH.json#LABEL` (the labels are listed when none or a wrong one is given)."""
-    path, _, pick = ("", "", "") if Path(spec).is_file() else spec.partition("#")
-    path = path or spec
+    path, pick = spec, ""
+    if not Path(spec).is_file():  # a file name may hold "#" itself
+        path, _, pick = spec.partition("#")
     p = Path(path).expanduser()
     if not p.is_file():
         raise ValueError(f"{path} is not a file: name a JSON-lines file of traces or a bench JSON")
@@ -406,7 +398,7 @@ def _bench_json(p: Path) -> dict | None:
 
 
 def _bench_setting(p: Path, bench: dict, pick: str, label: str | None) -> RunSet:
-    kept = bench.get("traces") if isinstance(bench, dict) else None
+    kept = bench.get("traces")
     if not isinstance(kept, dict) or not kept:
         raise ValueError(
             f"{p} holds a bench's summaries, not its traces: rerun `specviz bench` with --traces DIR and pass "

@@ -1,14 +1,23 @@
-"""The Prompt set tab's views: one method over up to 20 prompts, or a traces file, seen as a set.
+"""The Prompt set tab: one method over up to 20 prompts, or a traces file, seen as a set.
 
 The numbers are `analysis.promptset`'s, the figures and the disagreement table `viz.promptset`'s, the same as
-`specviz report` writes; this module only turns a RunSet into what the tab's components take.
+`specviz report` writes; this module lays the tab out, runs a set through `app.session`, and turns a RunSet into
+what the tab's components take. `app.ui` wires it to the rest of the page.
 """
 
 from __future__ import annotations
 
 import html
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
 
-from specviz.analysis.promptset import RunSet, pooled, prompt_rows, read_runset
+import gradio as gr
+
+from specviz.analysis.promptset import PromptRun, RunSet, pooled, prompt_rows, read_runset
+from specviz.app import session
+from specviz.core.config import ModelConfig, RunConfig
 from specviz.methods.catalog import label
 from specviz.viz.promptset import (
     disagreement_html,
@@ -19,10 +28,70 @@ from specviz.viz.promptset import (
     target_figure,
     tau_figure,
 )
-from specviz.viz.style import placeholder
+from specviz.viz.style import counted, placeholder
 
 COLUMNS = ["prompt", "category", "τ", "tokens/s", "accepted", "text"]
 EMPTY_NOTE = "Load a traces file, or run the method picked on the left over a few prompts."
+NOTE_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Tab:
+    """The tab's components: the inputs, and the outputs in `views`' order."""
+
+    file: gr.File
+    n: gr.Slider
+    prompts: gr.File
+    run: gr.Button
+    views: tuple
+
+
+def tab() -> Tab:
+    """Lay the tab out (inside a gr.Tab)."""
+    with gr.Row():
+        file = gr.File(
+            label="traces file (JSON lines from specviz generate --prompts)", file_types=[".jsonl", ".json"], scale=2
+        )
+        with gr.Column(scale=2):
+            n = gr.Slider(1, session.MAX_SET, value=6, step=1, label="or run the method on the left over N prompts")
+            prompts = gr.File(
+                label="prompts (JSON lines with 'turns'; default: the Spec-Bench sample)",
+                file_types=[".jsonl"],
+                height=90,
+            )
+            run = gr.Button("Run the set", variant="primary", elem_id="sv-set-run")
+    summary_ = gr.HTML(summary(None), elem_id="sv-set-summary")
+    table_ = gr.Dataframe(
+        headers=COLUMNS,
+        interactive=False,
+        wrap=True,
+        elem_id="sv-set-table",
+        label="prompts (click one to open its rounds)",
+    )
+    with gr.Row():
+        pos, tau = gr.Plot(show_label=False, elem_id="sv-set-pos"), gr.Plot(show_label=False, elem_id="sv-set-tau")
+    with gr.Row():
+        q, target = gr.Plot(show_label=False, elem_id="sv-set-q"), gr.Plot(show_label=False, elem_id="sv-set-target")
+    third = gr.Plot(show_label=False, elem_id="sv-set-third")
+    dis = gr.HTML(label="where the draft and the target part", elem_id="sv-set-dis")
+    return Tab(file, n, prompts, run, (summary_, table_, pos, tau, q, target, third, dis))
+
+
+def run(n, prompts_file, run: RunConfig, model: ModelConfig, progress) -> Iterator[str | RunSet]:
+    """Run the set: a progress note now and then while it decodes (and `progress` moved after every round, where
+    Stop can end it), then the RunSet."""
+    n = int(n) if isinstance(n, float) and n.is_integer() else n  # a slider's 6.0
+    rows = session.set_prompts(n, prompts_file)
+    done: list[PromptRun] = []
+    shown = 0.0
+    with closing(session.run_set(rows, run, model)) as steps:
+        for done, i in steps:  # noqa: B007  (the last one holds every run)
+            now = min(i + 1, len(rows))
+            progress((i, len(rows)), desc=f"{label(run.method)}: prompt {now} of {len(rows)}")
+            if time.monotonic() - shown >= NOTE_EVERY_S:
+                shown = time.monotonic()
+                yield f"<p>Running {html.escape(label(run.method))}: prompt {now} of {len(rows)} …</p>"
+    yield RunSet(f"{len(done)} prompts", tuple(done))
 
 
 def load(path: str) -> RunSet:
@@ -84,3 +153,11 @@ def pick(rs: RunSet | None, row: int):
     if rs is None or not isinstance(row, int) or not 0 <= row < len(rs.runs):
         return None
     return rs.runs[row]
+
+
+def picked_note(r: PromptRun) -> str:
+    t = r.trace
+    return (
+        f"Prompt **{html.escape(r.qid)}** of the set ({html.escape(r.category)}): "
+        f"{counted(t.output_ids, 'token')} in {counted(t.rounds, 'round')}."
+    )

@@ -30,7 +30,7 @@ from specviz.app.zerogpu import gpu, seconds_for
 from specviz.core.assets import SPEC_BENCH, TRACES
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.device import resolve_device, resolve_dtype
-from specviz.core.pairs import DEFAULT_PAIR, PAIRS, SPECS, PairSpec
+from specviz.core.pairs import DEFAULT_PAIR, PAIRS, PairSpec
 from specviz.core.prompts import encode_prompt, read_prompts, stratified
 from specviz.core.text import Detokenizer
 from specviz.core.trace import MAX_TRACE_BYTES, GenerationTrace
@@ -81,21 +81,22 @@ def gpu_memory_gb() -> float:
 
 
 def offered_pairs() -> list[tuple[str, str]]:
-    """(label, name) of every pair that can load here, the default first; each label says what the pair needs."""
-    return [(s.label, s.name) for s in SPECS.values() if s.name == DEFAULT_PAIR or pair_status(s) is None]
+    """(label, name) of every pair that can load here (the offline default always can), the default first; each
+    label says what the pair needs."""
+    return [(s.label, s.name) for s in PAIRS.values() if pair_status(s) is None]
 
 
 def model_config(pair: str, dtype: str, target: str = "", draft: str = "") -> ModelConfig:
     """The ModelConfig for the page's model choice; custom target/draft only outside public mode."""
     if pair not in PAIRS:
         raise ValueError(f"unknown model pair {pair!r}; choose one of: {', '.join(PAIRS)}")
-    why = pair_status(SPECS[pair])
+    why = pair_status(PAIRS[pair])
     if why:
         raise ValueError(f"the pair {pair} cannot load here: {why}")
     target, draft = (target or "").strip(), (draft or "").strip()
     if (target or draft) and public():
         raise ValueError("this is a public deployment: only the listed model pairs can be loaded")
-    base = PAIRS[pair]
+    base = PAIRS[pair].model
     return replace(base, target=target or base.target, draft=draft or base.draft, dtype=dtype)
 
 
@@ -125,7 +126,7 @@ def _pair(cfg: ModelConfig):
         return _pairs[cfg]
 
 
-def warm_up(cfg: ModelConfig = PAIRS[DEFAULT_PAIR]) -> None:
+def warm_up(cfg: ModelConfig = PAIRS[DEFAULT_PAIR].model) -> None:
     """Load the default pair and run two tokens through it ahead of the first click (the first forwards
     of a fresh process are slow); run in a background thread at launch."""
     pair = _pair(cfg)

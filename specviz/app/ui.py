@@ -21,7 +21,6 @@ from pathlib import Path
 import gradio as gr
 
 from specviz.analysis.metrics import speedup, summarize
-from specviz.analysis.promptset import RunSet
 from specviz.app import inspector, promptset, session
 from specviz.app.inputs import make_prompt, make_run
 from specviz.app.theme import CLICK_JS, CSS, HEADER
@@ -46,6 +45,7 @@ from specviz.viz.run import (
 )
 from specviz.viz.style import (
     SPAN_COLORS,
+    counted,
     placeholder,
     summary_cards,
     token_spans,
@@ -58,10 +58,6 @@ EXPORTS = Path(tempfile.gettempdir()) / "specviz-exports"
 EXPORT_TTL_S = 3600
 STATE_TTL_S = 3600
 ENDINGS = {"length": "reached max new tokens", "eos": "the model ended its answer"}
-
-
-def _count(xs, noun: str) -> str:
-    return f"{len(xs)} {noun}{'' if len(xs) == 1 else 's'}"
 
 
 def _drafted_by(trace) -> str:
@@ -224,42 +220,7 @@ def build_ui() -> gr.Blocks:
                             race_btn = gr.Button("Race", variant="primary", scale=1)
                         race_plot = gr.Plot(race_figure([]), label="race", show_label=False, elem_id="sv-race")
                     with gr.Tab("Prompt set", elem_id="sv-set-tab"):
-                        with gr.Row():
-                            set_file = gr.File(
-                                label="traces file (JSON lines from specviz generate --prompts)",
-                                file_types=[".jsonl", ".json"],
-                                scale=2,
-                            )
-                            with gr.Column(scale=2):
-                                set_n = gr.Slider(
-                                    1,
-                                    session.MAX_SET,
-                                    value=6,
-                                    step=1,
-                                    label="or run the method on the left over N prompts",
-                                )
-                                set_prompts = gr.File(
-                                    label="prompts (JSON lines with 'turns'; default: the Spec-Bench sample)",
-                                    file_types=[".jsonl"],
-                                    height=90,
-                                )
-                                set_btn = gr.Button("Run the set", variant="primary", elem_id="sv-set-run")
-                        set_summary = gr.HTML(promptset.summary(None), elem_id="sv-set-summary")
-                        set_table = gr.Dataframe(
-                            headers=promptset.COLUMNS,
-                            interactive=False,
-                            wrap=True,
-                            elem_id="sv-set-table",
-                            label="prompts (click one to open its rounds)",
-                        )
-                        with gr.Row():
-                            set_pos = gr.Plot(show_label=False, elem_id="sv-set-pos")
-                            set_tau = gr.Plot(show_label=False, elem_id="sv-set-tau")
-                        with gr.Row():
-                            set_q = gr.Plot(show_label=False, elem_id="sv-set-q")
-                            set_target = gr.Plot(show_label=False, elem_id="sv-set-target")
-                        set_third = gr.Plot(show_label=False, elem_id="sv-set-third")
-                        set_dis = gr.HTML(label="where the draft and the target part", elem_id="sv-set-dis")
+                        set_tab = promptset.tab()
                     with gr.Tab("Hardware"):
                         local = resolve_dtype(MODEL.dtype, resolve_device(MODEL.device))
                         gr.Plot(budget_figure(load_curves(), local), show_label=False, elem_id="sv-budget")
@@ -378,14 +339,14 @@ def build_ui() -> gr.Blocks:
                             trace,
                             None,
                             f"Running **{label(method)}**: round {len(trace.rounds)}, "
-                            f"{_count(trace.output_ids, 'token')}",
+                            f"{counted(trace.output_ids, 'token')}",
                             path,
                             live=True,
                         )
                 base = None
                 if compare:
                     yield {
-                        status: f"Done: {_count(trace.output_ids, 'token')} in {_count(trace.rounds, 'round')}. "
+                        status: f"Done: {counted(trace.output_ids, 'token')} in {counted(trace.rounds, 'round')}. "
                         "Timing autoregressive decoding of the same prompt for the speedup …"
                     }
                     base = trace
@@ -400,8 +361,8 @@ def build_ui() -> gr.Blocks:
                 yield render(
                     trace,
                     base,
-                    f"Done: {_count(trace.output_ids, 'token')} in "
-                    f"{_count(trace.rounds, 'round')} ({ending}){_drafted_by(trace)}.",
+                    f"Done: {counted(trace.output_ids, 'token')} in "
+                    f"{counted(trace.rounds, 'round')} ({ending}){_drafted_by(trace)}.",
                     path,
                 )
             except (ValueError, RuntimeError, OSError) as e:
@@ -419,7 +380,7 @@ def build_ui() -> gr.Blocks:
                 trace,
                 base,
                 f"Replaying an imported trace: {label(trace.method)}, "
-                f"{_count(trace.output_ids, 'token')} in {_count(trace.rounds, 'round')}.",
+                f"{counted(trace.output_ids, 'token')} in {counted(trace.rounds, 'round')}.",
                 file,
             )
 
@@ -473,13 +434,11 @@ def build_ui() -> gr.Blocks:
             except (ValueError, RuntimeError, OSError) as e:
                 raise gr.Error(str(e)) from None
 
-        set_views = [set_summary, set_table, set_pos, set_tau, set_q, set_target, set_third, set_dis]
+        set_views = list(set_tab.views)
 
         def on_set_file(file):
-            if not file:
-                return [None, *promptset.views(None)]
             try:
-                rs = promptset.load(file)
+                rs = promptset.load(file) if file else None
             except ValueError as e:
                 raise gr.Error(str(e)) from None
             return [rs, *promptset.views(rs)]
@@ -492,35 +451,22 @@ def build_ui() -> gr.Blocks:
                 run = make_run(
                     method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed, drafter
                 )
-                n = int(n) if isinstance(n, float) and n.is_integer() else n  # a slider's 6.0
-                rows = session.set_prompts(n, prompts_file)
                 model = session.model_config(pair, dtype, target, draft)
-                done, shown = [], 0.0
-                with closing(session.run_set(rows, run, model)) as steps:  # Stop ends it between any two rounds
-                    for done, i in steps:  # noqa: B007  (the last one holds every run)
-                        progress((i, len(rows)), desc=f"{label(method)}: prompt {min(i + 1, len(rows))} of {len(rows)}")
-                        if time.monotonic() - shown >= 1.0:
-                            shown = time.monotonic()
-                            yield {set_summary: f"<p>Running {html.escape(label(method))}: prompt "
-                                   f"{min(i + 1, len(rows))} of {len(rows)} …</p>"}  # fmt: skip
-                rs = RunSet(f"{len(done)} prompts", tuple(done))
-                yield dict(zip([st_set, *set_views], [rs, *promptset.views(rs)]))
+                for out in promptset.run(n, prompts_file, run, model, progress):  # Stop ends it between two rounds
+                    if isinstance(out, str):
+                        yield {set_views[0]: out}
+                    else:
+                        yield dict(zip([st_set, *set_views], [out, *promptset.views(out)]))
             except (ValueError, RuntimeError, OSError) as e:
                 raise gr.Error(str(e)) from None
 
         def on_set_pick(rs, evt: gr.SelectData):
-            row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-            run = promptset.pick(rs, row)
-            if run is None:
+            picked = promptset.pick(rs, evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index)
+            if picked is None:
                 return {status: gr.skip()}
-            path = export_path(run.trace.method)
-            path.write_text(session.dump(run.trace), encoding="utf-8")
-            t = run.trace
-            note = (
-                f"Prompt **{html.escape(run.qid)}** of the set ({html.escape(run.category)}): "
-                f"{_count(t.output_ids, 'token')} in {_count(t.rounds, 'round')}."
-            )
-            return render(t, None, note, path)
+            path = export_path(picked.trace.method)
+            path.write_text(session.dump(picked.trace), encoding="utf-8")
+            return render(picked.trace, None, promptset.picked_note(picked), path)
 
         knobs_in = [knob[n] for n in ("k", "h", "budget", "width", "depth", "start_k", "copy")]
         settings = [*knobs_in, temperature, top_p, max_new, seed, pair, dtype, target, draft, drafter]
@@ -541,16 +487,16 @@ def build_ui() -> gr.Blocks:
             concurrency_id="model",
             concurrency_limit=session.MODEL_SLOTS,
         )
-        set_ev = set_btn.click(
+        set_ev = set_tab.run.click(
             on_set_run,
-            [set_n, set_prompts, method, *settings],
+            [set_tab.n, set_tab.prompts, method, *settings],
             [st_set, *set_views],
             api_name="run_set",
             concurrency_id="model",
             concurrency_limit=session.MODEL_SLOTS,
         )
-        set_file.change(on_set_file, set_file, [st_set, *set_views], api_name="load_set")
-        set_table.select(on_set_pick, st_set, views, api_visibility="private")
+        set_tab.file.change(on_set_file, set_tab.file, [st_set, *set_views], api_name="load_set")
+        set_views[1].select(on_set_pick, st_set, views, api_visibility="private")
         stop_btn.click(None, None, None, cancels=[run_ev, race_ev, set_ev], api_visibility="private")
         nav = dict(api_visibility="private")
         round_slider.input(inspector.open_round, [st_trace, round_slider], round_out, trigger_mode="always_last", **nav)

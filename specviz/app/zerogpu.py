@@ -19,9 +19,9 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
 BASE_S, PER_TOKEN_S, MAX_S = 20.0, 0.15, 240.0  # a pair's first call moves it to the GPU; then ~7 tokens/s at worst
 
 
-def seconds_for(run: RunConfig, prompts: int = 1) -> int:
-    """The GPU seconds a decode of `prompts` prompts asks for: a start, and a slow pace per token, capped."""
-    return int(min(MAX_S, BASE_S + PER_TOKEN_S * run.max_new_tokens * max(1, prompts)))
+def seconds_for(run: RunConfig) -> int:
+    """The GPU seconds one decode asks for: a start, and a slow pace per token, capped."""
+    return int(min(MAX_S, BASE_S + PER_TOKEN_S * run.max_new_tokens))
 
 
 def gpu(duration: Callable[..., int]) -> Callable[[Callable], Callable]:

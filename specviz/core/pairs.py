@@ -33,38 +33,39 @@ def _hub(target: str, draft: str) -> ModelConfig:
     return ModelConfig(target=target, draft=draft, eagle="none", device="cuda")
 
 
-PAIR_SPECS = (
-    PairSpec(DEFAULT_PAIR, ModelConfig(), "offline, CPU or GPU"),
-    PairSpec(
-        "Qwen2.5-1.5B-Instruct + Qwen2.5-0.5B-Instruct",
-        _hub("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
-        "model hub, a GPU with 8 GB",
-        gpu_gb=8,
-        hub=True,
-    ),
-    PairSpec(
-        "Qwen2.5-3B-Instruct + Qwen2.5-0.5B-Instruct",
-        _hub("Qwen/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
-        "model hub, a GPU with 16 GB",
-        gpu_gb=16,
-        hub=True,
-    ),
-    PairSpec(
-        "Llama-3.2-3B-Instruct + Llama-3.2-1B-Instruct",
-        _hub("meta-llama/Llama-3.2-3B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
-        "model hub with a token for Meta's gated models, a GPU with 16 GB",
-        gpu_gb=16,
-        hub=True,
-        gated=True,
-    ),
-    PairSpec(
-        "Llama-3.1-8B-Instruct + Llama-3.2-1B-Instruct",
-        _hub("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
-        "model hub with a token for Meta's gated models, a GPU with 24 GB",
-        gpu_gb=24,
-        hub=True,
-        gated=True,
-    ),
-)
-PAIRS = {p.name: p.model for p in PAIR_SPECS}  # name -> ModelConfig: the public allow-list
-SPECS = {p.name: p for p in PAIR_SPECS}
+PAIRS = {  # name -> PairSpec: the public allow-list, the default first
+    p.name: p
+    for p in (
+        PairSpec(DEFAULT_PAIR, ModelConfig(), "offline, CPU or GPU"),
+        PairSpec(
+            "Qwen2.5-1.5B-Instruct + Qwen2.5-0.5B-Instruct",
+            _hub("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+            "model hub, a GPU with 8 GB",
+            gpu_gb=8,
+            hub=True,
+        ),
+        PairSpec(
+            "Qwen2.5-3B-Instruct + Qwen2.5-0.5B-Instruct",
+            _hub("Qwen/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+            "model hub, a GPU with 16 GB",
+            gpu_gb=16,
+            hub=True,
+        ),
+        PairSpec(
+            "Llama-3.2-3B-Instruct + Llama-3.2-1B-Instruct",
+            _hub("meta-llama/Llama-3.2-3B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+            "model hub with a token for Meta's gated models, a GPU with 16 GB",
+            gpu_gb=16,
+            hub=True,
+            gated=True,
+        ),
+        PairSpec(
+            "Llama-3.1-8B-Instruct + Llama-3.2-1B-Instruct",
+            _hub("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+            "model hub with a token for Meta's gated models, a GPU with 24 GB",
+            gpu_gb=24,
+            hub=True,
+            gated=True,
+        ),
+    )
+}

@@ -86,9 +86,8 @@ def read_prompts(path: str | Path, limit: int | None = None) -> list[dict]:
     """A JSON-lines file of objects with a `turns` list (Spec-Bench shape); the first turn is the prompt."""
     if not Path(path).is_file():
         raise ValueError(f"{path} is not a file: name a JSON-lines file of prompts")
-    out = []
     try:
-        _read_rows(path, limit, out)
+        out = _read_rows(path, limit)
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not UTF-8 text: name a JSON-lines file of prompts") from None
     if not out:
@@ -96,7 +95,8 @@ def read_prompts(path: str | Path, limit: int | None = None) -> list[dict]:
     return out
 
 
-def _read_rows(path: str | Path, limit: int | None, out: list[dict]) -> None:
+def _read_rows(path: str | Path, limit: int | None) -> list[dict]:
+    out = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -113,6 +113,7 @@ def _read_rows(path: str | Path, limit: int | None, out: list[dict]) -> None:
             out.append(obj)
             if limit and len(out) >= limit:
                 break
+    return out
 
 
 # -- Spec-Bench's tasks, and a sample balanced over them ---------------------------------------------

@@ -37,7 +37,7 @@ from specviz.core.sampling import residual
 from specviz.core.text import Detokenizer
 from specviz.core.trace import ACCEPTED, BONUS, REJECTED, RESAMPLE, ROOT, UNVISITED, GenerationTrace, RoundTrace
 from specviz.core.tree import chain
-from specviz.engine.record import token_texts
+from specviz.engine.record import ids_in, token_texts
 from specviz.engine.tops import entropies, top_pairs
 
 SOURCE = f"Hugging Face assisted generation (transformers {transformers.__version__})"
@@ -176,13 +176,13 @@ class AssistedRecorder:
         p = [None] + [float(rnd.p[i][t]) if i in rnd.p else None for i, t in enumerate(c)]
         tops = {}
         if self.record_top and c:
-            rows = [rnd.p.get(i) for i in range(len(c))]
-            have = [i for i, r in enumerate(rows) if r is not None]
-            ptop = dict(zip(have, top_pairs(torch.stack([rows[i] for i in have]), self.record_top))) if have else {}
-            pent = dict(zip(have, entropies(torch.stack([rows[i] for i in have])))) if have else {}
-            qtop = top_pairs(rnd.q, self.record_top)
+            have = [i for i in range(len(c)) if i in rnd.p]  # positions the target judged
+            ptop, pent = {}, {}
+            if have:
+                rows = torch.stack([rnd.p[i] for i in have])
+                ptop, pent = dict(zip(have, top_pairs(rows, self.record_top))), dict(zip(have, entropies(rows)))
             tops = {
-                "q_top": (None, *qtop),
+                "q_top": (None, *top_pairs(rnd.q, self.record_top)),
                 "p_top": (None, *(ptop.get(i) for i in range(len(c)))),
                 "p_entropy": (None, *(pent.get(i) for i in range(len(c)))),
             }
@@ -210,8 +210,6 @@ class AssistedRecorder:
             raise RuntimeError("the last round never ended: did generate() finish?")
         out = [t for r in self.rounds for t in r.emitted]
         run = RunConfig(method="chain", max_new_tokens=max(1, len(out)), sampling=self.sampling, record_top=0)
-        seen = set(prompt_ids) | set(out) | {t for r in self.rounds for t in r.tree.tokens}
-        seen |= {t for r in self.rounds for tops in (r.q_top, r.p_top) for top in tops or () for t, _ in top or ()}
         model = getattr(self.draft, "name_or_path", None) or getattr(self.draft.config, "_name_or_path", "")
         return GenerationTrace(
             method="chain",
@@ -219,7 +217,7 @@ class AssistedRecorder:
             prompt_ids=tuple(prompt_ids),
             output_ids=tuple(out),
             rounds=tuple(self.rounds),
-            token_text=token_texts(tokenizer, seen),
+            token_text=token_texts(tokenizer, ids_in(prompt_ids, self.rounds)),
             total_ms=(time.perf_counter() - self.t_start) * 1e3,
             prompt_text=prompt_text,
             models={"source": SOURCE, "draft": str(model), "drafter": "hf-assisted"},

@@ -26,6 +26,15 @@ def token_texts(tokenizer, ids) -> dict[int, str]:
     return {i: token_label(tokenizer, i) for i in sorted(set(int(i) for i in ids))}
 
 
+def ids_in(prompt_ids: Sequence[int], rounds: Sequence[RoundTrace]) -> set[int]:
+    """Every token id a trace of these rounds shows: the prompt, the trees (emitted tokens among them, or the
+    round's extra token) and the recorded tops."""
+    seen = set(prompt_ids) | {t for r in rounds for t in (*r.tree.tokens, *r.emitted)}
+    return seen | {
+        t for r in rounds for tops in (r.q_top, r.p_top, r.residual_top) for top in tops or () for t, _ in top or ()
+    }
+
+
 def collect(
     pair: Pair,
     prompt_ids: Sequence[int],
@@ -38,10 +47,6 @@ def collect(
     """Bundle rounds into a `GenerationTrace` with the label of every token id that appears and the text each
     output id adds. Pass the same `detok` for each trace of a growing run to decode only the new ids."""
     out = [t for r in rounds for t in r.emitted]
-    seen = set(prompt_ids) | set(out) | {t for r in rounds for t in r.tree.tokens}
-    seen |= {
-        t for r in rounds for tops in (r.q_top, r.p_top, r.residual_top) for top in tops or () for t, _ in top or ()
-    }
     stop = "eos" if out and out[-1] in pair.eos_ids else "length"
     kind = drafter_kind(run, pair)
     lm = {"eagle": pair.eagle, "model": pair.draft}.get(kind)
@@ -61,7 +66,7 @@ def collect(
         prompt_ids=tuple(prompt_ids),
         output_ids=tuple(out),
         rounds=tuple(rounds),
-        token_text=token_texts(pair.tokenizer, seen),
+        token_text=token_texts(pair.tokenizer, ids_in(prompt_ids, rounds)),
         total_ms=total_ms,
         prompt_text=prompt_text,
         models=models,

@@ -129,7 +129,7 @@ def set_section(page: Page, rs: RunSet, worst: int) -> None:
     page.add('<p class="sub">Each trace opens in the dashboard (Trace files → Import trace), round by round.</p>')
     table = prompt_rows(rs)
     lines = []
-    for i in worst_prompts(rs, worst):
+    for i in worst_prompts(table, worst):
         r, row = rs.runs[i], table[i]
         lines.append(
             f"<tr><td>{_e(r.qid)}</td><td>{_e(r.category)}</td><td class='n'>{row.tau:.2f}</td>"
@@ -175,9 +175,7 @@ def ab_section(page: Page, cmp: Comparison, a: RunSet, b: RunSet, most: int) -> 
     page.add(f'<p class="sub">{t.n} prompts paired; {cmp.unpaired} of A\'s have no partner in B.</p>')
     page.figure(ab_figure(cmp))
     page.add(f"<h3>The {most} prompts where τ differs most</h3>")
-    rows = []
-    for p in cmp.most_different(most):
-        rows.append(_ab_row(p))
+    rows = [_ab_row(p) for p in cmp.most_different(most)]
     page.add(
         "<table><tr><th>prompt</th><th>category</th><th>τ A → B</th><th>tokens/s A → B</th><th>outputs</th>"
         "<th>traces</th></tr>" + "".join(rows) + "</table>"

@@ -16,13 +16,13 @@ position is the answer's token).
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from pathlib import Path
 
 import numpy as np
 
 from specviz.core.assets import REPO
+from specviz.core.output import replacing
 
 ANSWERS = REPO / "assets" / "train-answers"  # committed answers files (none shipped yet: a stage writes them)
 FORMAT = "specviz-answers/1"
@@ -42,18 +42,14 @@ def save(path: Path, prompts: list[str], responses: list[list[int]], greedy: lis
     if flat.size and (flat.min() < 0 or flat.max() > np.iinfo(np.uint16).max):
         raise ValueError("answers files hold token ids below 65,536")
     meta = {"format": FORMAT, "prompts": prompts_digest(prompts), "n": len(prompts)}
-    buf = io.BytesIO()
-    np.savez_compressed(
-        buf,
-        tokens=flat.astype(np.uint16),
-        lengths=np.array([len(r) for r in responses], dtype=np.int32),
-        greedy=np.array(greedy, dtype=bool),
-        meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.rename(path)
+    with replacing(path, "wb") as f:
+        np.savez_compressed(
+            f,
+            tokens=flat.astype(np.uint16),
+            lengths=np.array([len(r) for r in responses], dtype=np.int32),
+            greedy=np.array(greedy, dtype=bool),
+            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+        )
     return path
 
 

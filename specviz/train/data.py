@@ -22,6 +22,8 @@ from specviz.core.prompts import encode_prompt
 from specviz.models import kvcache
 from specviz.train import answers
 
+SHARD_SIZE = 64  # prompts per shard file
+
 
 @dataclass
 class Distill:
@@ -195,7 +197,7 @@ def build_shards(
     max_new: int,
     top_k: int,
     seed: int,
-    shard_size: int = 64,
+    shard_size: int = SHARD_SIZE,
     max_batch: int = 32,
     token_budget: int = 6144,
     progress=None,

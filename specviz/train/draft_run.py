@@ -30,7 +30,7 @@ from specviz.train import answers as answers_mod
 from specviz.train import corpus, draft_eval, selfprompts, sharegpt
 from specviz.train.answers import ANSWERS, ANSWERS_HELP
 from specviz.train.config import DraftTrainConfig
-from specviz.train.data import build_shards, merge
+from specviz.train.data import SHARD_SIZE, build_shards, merge
 from specviz.train.draft import build_draft, head_ids, save_draft, train
 from specviz.train.prompts import broad, compose, with_documents
 
@@ -169,20 +169,17 @@ def real_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | No
     return _greedy_shards(pair, cfg, items, work, f"sharegpt-seed{cfg.seed + 5}", "ShareGPT prompts", answers)
 
 
-def fixed_data(
-    pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | None = None, answers: Path | None = None
-):
+def fixed_data(pair, cfg: DraftTrainConfig, n: int, work: Path, source: Path | None = None):
     """EAGLE-1's data: the target's distribution at every position of n ShareGPT answers it did not write (GPT's,
     cut to `new_tokens` tokens), by prefill alone, no generation. The answers' ids are kept in the training cache,
-    never in the repository (the text is not ours; `answers` is not used), and marked not greedy, so held-out sets
-    skip them."""
+    never in the repository (the text is not ours), and marked not greedy, so held-out sets skip them."""
     source = source or sharegpt.fetch(work / "sharegpt")
     exclude = [t for row in draft_eval.spec_bench_rows() for t in row["turns"]]
     items = sharegpt.answered(sharegpt.read_text(source), n, cfg.seed + 7, exclude)
     store, name, tok = work / "fixed-answers", f"sharegpt-fixed-seed{cfg.seed + 7}", pair.tokenizer
-    for k in range(0, len(items), 64):  # build_shards' shards of 64, each with its answers file
-        chunk = items[k : k + 64]
-        path, texts = store / f"{name}-{k // 64:04d}.npz", [t for _, t, _ in chunk]
+    for k in range(0, len(items), SHARD_SIZE):  # build_shards' shards, each with its answers file
+        chunk = items[k : k + SHARD_SIZE]
+        path, texts = store / f"{name}-{k // SHARD_SIZE:04d}.npz", [t for _, t, _ in chunk]
         if answers_mod.load(path, texts) is None:
             ids = [tok(a, add_special_tokens=False)["input_ids"] for _, _, a in chunk]
             cut = [x[: cfg.new_tokens] if len(x) >= cfg.new_tokens else x + [tok.eos_token_id] for x in ids]

@@ -297,12 +297,15 @@ def main(argv=None) -> None:
         answers,
     )
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
-    real = partial(real_data, source=a.real_prompts_file)
-    fixed = partial(fixed_data, source=a.real_prompts_file)
-    parts = ((broad_data, cfg.broad_prompts), (self_data, cfg.self_prompts), (real, cfg.real_prompts))
-    for make, n in (*parts, (fixed, cfg.fixed_prompts)):
+    parts = (
+        (partial(broad_data, answers=answers), cfg.broad_prompts),
+        (partial(self_data, answers=answers), cfg.self_prompts),
+        (partial(real_data, source=a.real_prompts_file, answers=answers), cfg.real_prompts),
+        (partial(fixed_data, source=a.real_prompts_file), cfg.fixed_prompts),  # its ids stay in --work
+    )
+    for make, n in parts:
         if n:  # features cached per part: earlier parts' are reused
-            extra = make(pair, DraftTrainConfig(), n, work, answers=answers)
+            extra = make(pair, DraftTrainConfig(), n, work)
             feats = torch.cat(
                 [feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")]
             )

@@ -115,7 +115,7 @@ def optimise(
     model.train()
     t0, spent = time.perf_counter(), progress.seconds
     saved = time.monotonic()
-    every_s = 60 * getattr(cfg, "checkpoint_minutes", math.inf)
+    every_s = 60 * cfg.checkpoint_minutes
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)

@@ -26,13 +26,13 @@ from specviz.analysis.promptset import (
     q_reliability,
     set_time_split,
     sibling_rank_acceptance,
+    worst_prompts,
 )
+from specviz.viz.run import GRID, PHASES
 from specviz.viz.style import PALETTE, PHASE_COLORS, base_layout, bin_markers, placeholder, show_token
 
 HEIGHT = 380
-GRID = "#eef2f7"
 CATEGORY_COLORS = ("#2563eb", "#16a34a", "#f59e0b", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#dc2626")
-PHASES = ("draft", "verify", "overhead", "other")
 ACCEPT_COLOR = PALETTE["accepted"]
 
 
@@ -82,7 +82,6 @@ def tau_figure(rs: RunSet, worst: int = 5) -> go.Figure:
     """τ per prompt as a strip over a box, the worst prompts named."""
     title = "τ per prompt (tokens per target call)"
     rows = prompt_rows(rs)
-    order = sorted(range(len(rows)), key=lambda i: rows[i].tau)
     fig = go.Figure()
     fig.add_trace(
         go.Box(
@@ -101,7 +100,7 @@ def tau_figure(rs: RunSet, worst: int = 5) -> go.Figure:
             showlegend=False,
         )
     )
-    for j, i in enumerate(order[:worst]):  # staggered, so that prompts with the same τ stay legible
+    for j, i in enumerate(worst_prompts(rows, worst)):  # staggered, so that prompts with the same τ stay legible
         fig.add_annotation(
             x=rows[i].tau, y=0, text=_esc(rows[i].qid), showarrow=True, arrowhead=0, ay=-24 - 14 * j, font_size=11
         )

@@ -60,6 +60,11 @@ CORRECTION = "correction"  # the node name of a round's extra token (bonus or re
 TITLE_MARGIN = 72  # px above the plot for a title and a one-line subtitle
 
 
+def counted(xs, noun: str) -> str:
+    """ "1 token", "3 tokens": a count of `xs` with its noun."""
+    return f"{len(xs)} {noun}{'' if len(xs) == 1 else 's'}"
+
+
 def show_token(text: str, limit: int = MAX_LABEL) -> str:
     """A token as a readable chip label: visible spaces and newlines, shortened, escaped once for plotly's text
     (only &, < and >: plotly draws entities such as &quot; as they are written)."""

@@ -286,7 +286,11 @@ class TraceShelf:
     """Writes each kept trace as one line of its setting's file in `folder`; `index` maps labels to file names."""
 
     def __init__(self, folder: Path):
-        self.folder, self.index, self._files = folder, {}, {}
+        self.folder, self._files = folder, {}
+
+    @property
+    def index(self) -> dict[str, str]:
+        return {label: Path(f.name).name for label, f in self._files.items()}
 
     def keeper(self, dtype: str):
         def keep(t: float, s: Setting, p: Prompt, trace: dict) -> None:
@@ -294,7 +298,6 @@ class TraceShelf:
             if label not in self._files:
                 name = label.replace(":", "-").replace("/", "-") + ".jsonl"
                 self._files[label] = open(self.folder / name, "w", encoding="utf-8")  # closed by close()
-                self.index[label] = name
             line = {**trace, "question_id": p.qid, "category": p.category}
             self._files[label].write(json.dumps(line, ensure_ascii=False) + "\n")
 
