@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from specviz.core.config import KV_CACHES, ModelConfig
 from specviz.core.output import check_output
 
 
@@ -32,3 +33,25 @@ def output_file(text: str) -> Path:
         return check_output(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_cache_flags(p: argparse.ArgumentParser) -> None:
+    """--kv-cache and --cuda-graphs (ModelConfig's fields of those names; `cache_options` reads them back)."""
+    p.add_argument(
+        "--kv-cache",
+        choices=KV_CACHES,
+        default=ModelConfig.kv_cache,
+        help="growing: appends into spare room (the fastest on a CPU); fixed: a static cache read whole, every "
+        "forward's shapes independent of the context (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="forwards of up to 64 tokens at power-of-two widths, replayed from CUDA graphs on a GPU (needs "
+        "--kv-cache fixed; on a CPU the padded forwards run eagerly)",
+    )
+
+
+def cache_options(a: argparse.Namespace) -> dict:
+    """The ModelConfig fields `add_cache_flags` set."""
+    return {"kv_cache": a.kv_cache, "cuda_graphs": a.cuda_graphs}

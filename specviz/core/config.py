@@ -17,6 +17,7 @@ METHODS = ("ar", "chain", "heuristic", "specdecpp", "dyspec", "kary", "sequoia",
 # SpecDec++, an acceptance head trained on it), else the standalone draft.
 DRAFTERS = ("auto", "eagle", "model")
 DTYPES = ("auto", "bf16", "fp32")  # auto: see ModelConfig
+KV_CACHES = ("growing", "fixed")  # specviz.models.kvcache
 MAX_NEW_TOKENS_LIMIT = 2048
 MAX_RECORD_TOP = 64  # most [token, probability] pairs a trace keeps of one distribution
 MIN_TEMPERATURE = 0.01  # below it logits / T leave float range for large logits; 0 is greedy
@@ -264,6 +265,12 @@ class ModelConfig:
     context_vocab: a reduced-vocabulary draft's output layer also covers every token of its context
     (specviz.models.lm.LM), so it can propose the names and rare words of its prompt; q stays zero elsewhere,
     so every method stays lossless. What it adds to acceptance: models/smollm2-eagle/README.md.
+
+    kv_cache: "growing" (appends into spare capacity; the fastest on a CPU) or "fixed" (a static cache read whole,
+    every forward's shapes independent of the context). cuda_graphs (needs "fixed"): forwards of up to 64 tokens
+    padded to power-of-two widths and, on CUDA, replayed from graphs captured once per width; on a CPU the padded
+    forwards run eagerly. Both are exact (specviz.models.kvcache, specviz.models.graphs); what they buy on a GPU
+    is measured by .ci/cuda-check.sh.
     """
 
     target: str | None = None
@@ -272,9 +279,13 @@ class ModelConfig:
     dtype: str = "auto"
     device: str = "auto"
     context_vocab: bool = True
+    kv_cache: str = "growing"
+    cuda_graphs: bool = False
 
     def __post_init__(self):
         _check(self.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        _check(self.kv_cache in KV_CACHES, f"kv cache must be one of {KV_CACHES}, got {self.kv_cache!r}")
+        _check(not self.cuda_graphs or self.kv_cache == "fixed", "CUDA graphs need the fixed cache (--kv-cache fixed)")
         _check(
             self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
             f"device must be auto, cpu or cuda[:N], got {self.device!r}",

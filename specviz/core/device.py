@@ -78,6 +78,33 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class PhaseClock:
+    """The boundaries of a round's phases, read once the round is over: `mark()` at each boundary, `spans_ms()`
+    for the time between consecutive marks. On a CPU a mark is the host clock. On CUDA it is an event recorded in
+    the stream, so marking waits for nothing: the spans are the GPU's timeline between the marks, read after
+    the round's own sync (its verdict reaching the host), and the host's timing adds no sync of its own."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.marks: list = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def spans_ms(self) -> list[float]:
+        """Milliseconds between consecutive marks; clears them."""
+        marks, self.marks = self.marks, []
+        if self.cuda:
+            marks[-1].synchronize()
+            return [a.elapsed_time(b) for a, b in zip(marks, marks[1:])]
+        return [(b - a) * 1e3 for a, b in zip(marks, marks[1:])]
+
+
 def median_ms(
     fn: Callable[[], object],
     repeats: int,

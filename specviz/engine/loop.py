@@ -14,7 +14,7 @@ from dataclasses import replace
 import torch
 
 from specviz.core.config import RunConfig
-from specviz.core.device import sync
+from specviz.core.device import PhaseClock
 from specviz.core.prompts import check_prompt
 from specviz.core.sampling import make_rng, warp
 from specviz.core.trace import RoundTrace
@@ -46,23 +46,22 @@ def iter_rounds(
         target.forward(committed[:-1], rows=slice(0, 0))  # prefill: cache = committed[:-1]
         if drafter.wants_target_features:
             drafter.see_target(0, target.last_hidden)
-    new, index = 0, 0
+    new, index, clock = 0, 0, PhaseClock(target.device)
     while new < run.max_new_tokens:
         remaining = run.max_new_tokens - new
         t0 = time.perf_counter()
+        clock.mark()
         # 1. draft
         prop = drafter.propose(committed, remaining)
         tree = prop.tree
-        sync(target.device)
-        t1 = time.perf_counter()
+        clock.mark()
         # 2. one target forward over the tree: root = last committed token
         ctx = target.length
         fwd = target.forward(tree.tokens, parents=tree.parents)
         logits = fwd.logits  # (n, V)
         probs = warp(logits, s)  # (n, V)
-        sync(target.device)
-        t2 = time.perf_counter()
-        # 3. verify
+        clock.mark()
+        # 3. verify (its verdict reaching the host is the round's sync)
         if s.greedy:
             verdict = verify_greedy(tree, logits.argmax(-1).tolist())
         else:
@@ -75,6 +74,7 @@ def iter_rounds(
         p_nodes = [None] + probs[
             torch.tensor(tree.parents[1:], dtype=torch.long), torch.tensor(tree.tokens[1:], dtype=torch.long)
         ].tolist()
+        draft_ms, verify_ms = clock.spans_ms()
         # 4. commit: the accepted path stays in the target cache, truncated at EOS / budget
         emitted = verdict.emitted[:remaining]
         for i, t in enumerate(emitted):
@@ -93,8 +93,8 @@ def iter_rounds(
             accepted_path=tuple(verdict.accepted_path),
             emitted=tuple(emitted),
             correction=verdict.correction,
-            draft_ms=(t1 - t0) * 1e3,
-            verify_ms=(t2 - t1) * 1e3,
+            draft_ms=draft_ms,
+            verify_ms=verify_ms,
             draft_forwards=prop.draft_forwards,
             copied=tuple(sorted(prop.copied)) or None,
             u=None if verdict.u is None else tuple(verdict.u),
@@ -106,7 +106,7 @@ def iter_rounds(
         if drafter.wants_target_features:
             drafter.see_target(ctx, fwd.hidden[[0, *verdict.accepted_path]])
         drafter.observe(rnd, committed)
-        rnd = replace(rnd, overhead_ms=(time.perf_counter() - t2) * 1e3)
+        rnd = replace(rnd, overhead_ms=(time.perf_counter() - t0) * 1e3 - draft_ms - verify_ms)
         index += 1
         yield rnd
         if emitted and emitted[-1] in eos:

@@ -189,12 +189,22 @@ class EagleLM(LM):
         name: str = "eagle",
         context_vocab: bool = False,
         half_rows: bool = False,
+        kv_cache: str = "growing",
+        cuda_graphs: bool = False,
     ):
         if not isinstance(getattr(model, "eagle_fc", None), nn.Linear):
             raise ValueError(
                 "an EAGLE drafter needs its eagle_fc layer (build_eagle / specviz.models.loading.load_eagle)"
             )
-        super().__init__(model, head_ids=head_ids, name=name, context_vocab=context_vocab, half_rows=half_rows)
+        super().__init__(
+            model,
+            head_ids=head_ids,
+            name=name,
+            context_vocab=context_vocab,
+            half_rows=half_rows,
+            kv_cache=kv_cache,
+            cuda_graphs=cuda_graphs,
+        )
         self.hidden_size = model.config.hidden_size
         self.max_ngram = copy_ngram(model)
         self.reset()

@@ -1,5 +1,7 @@
-"""A key/value cache that appends in place: Hugging Face's `DynamicCache` with its full-attention layers growing
-inside a buffer of doubling capacity instead of concatenating.
+"""The two key/value caches `LM` runs on, and the verbs on them (`length`, `reserve`, `keep`).
+
+**Growing** (the default): Hugging Face's `DynamicCache` with its full-attention layers growing inside a buffer of
+doubling capacity instead of concatenating.
 
 `DynamicLayer.update` concatenates the cached keys and values with the new ones on every forward, which copies the
 whole cache each step. `GrowingLayer` writes the new states into spare capacity and hands attention a view of the
@@ -9,15 +11,27 @@ context (measured: docs/design.md#kernels). The cached numbers are the same;
 which write into and slice them, work unchanged; a layer whose tensors something else replaced adopts them on its
 next update. The training data's batched generation (`specviz.train.data.continue_batch`) uses it too, with the
 same tokens and log-probabilities bitwise.
+
+**Fixed** (`FixedCache`): Hugging Face's `StaticCache`, buffers of a fixed capacity that attention always reads
+whole, the unfilled and stale slots hidden by the 4-D mask `LM` passes. Every forward of n new tokens then has the
+same tensor shapes and addresses whatever the context, which is what CUDA graphs need. Its length lives on the host
+(`FixedCache.n`, no device sync); writes go through HF's device-side write position. When a forward would
+overflow, `reserve` copies it into one of twice the capacity (new addresses: graphs captured on the old one are
+dropped by their owner, `specviz.models.graphs`). Masked slots get exactly zero weight in a softmax, so in fp32
+eager attention a fixed cache gives the growing cache's numbers to the bit (tested); fused kernels that block over
+keys may round differently in the last bit.
 """
 
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import DynamicLayer
 
+from specviz.core.config import KV_CACHES
+
 MIN_CAPACITY = 64  # spare slots past a fresh fill; later growths double the buffer
+FIXED_CAPACITY = 256  # a fixed cache's first capacity and the step its capacity is rounded up to
 
 
 def _front_of(view: torch.Tensor, buf: torch.Tensor | None) -> bool:
@@ -66,8 +80,88 @@ class GrowingLayer(DynamicLayer):
         super().reset()
 
 
-def new_cache(config) -> DynamicCache:
-    """`DynamicCache(config=config)` whose plain full-attention layers are `GrowingLayer`s (others as they were)."""
+class FixedCache(StaticCache):
+    """HF's `StaticCache` with its length on the host (module docstring)."""
+
+    def __init__(self, config, capacity: int = FIXED_CAPACITY):
+        super().__init__(config=config, max_cache_len=capacity)
+        self.config, self.capacity, self.n = config, capacity, 0
+        if any(layer.is_sliding for layer in self.layers):
+            raise ValueError("a fixed cache needs full-attention layers only; use the growing cache for this model")
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        if layer_idx == 0:
+            if self.n + key_states.shape[-2] > self.capacity:
+                raise ValueError(f"fixed cache full: {self.n} + {key_states.shape[-2]} > {self.capacity} (reserve)")
+            self.n += key_states.shape[-2]
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+    def set_length(self, n: int) -> None:
+        """Forget every position from n on (their slots stay, masked, until overwritten)."""
+        self.n = n
+        for layer in self.layers:
+            if layer.is_initialized:
+                layer.cumulative_length.fill_(n)
+
+
+def new_cache(config, kind: str = "growing") -> DynamicCache | FixedCache:
+    """An empty cache of this kind: "growing" or "fixed"."""
+    if kind not in KV_CACHES:
+        raise ValueError(f"kv cache must be one of {KV_CACHES}, got {kind!r}")
+    if kind == "fixed":
+        return FixedCache(config)
     cache = DynamicCache(config=config)
     cache.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
     return cache
+
+
+def emptied(cache, config, kind: str):
+    """An empty cache of this kind: a fixed `cache` emptied in place (its buffers, and the graphs captured on them,
+    stay), else a new one."""
+    if kind == "fixed" and isinstance(cache, FixedCache):
+        cache.set_length(0)
+        return cache
+    return new_cache(config, kind)
+
+
+def length(cache) -> int:
+    """Positions cached."""
+    return cache.n if isinstance(cache, FixedCache) else cache.get_seq_length()
+
+
+def capacity(cache) -> int | None:
+    """The width attention reads for a fixed cache; None for a growing one (its filled front)."""
+    return cache.capacity if isinstance(cache, FixedCache) else None
+
+
+def reserve(cache, total: int):
+    """`cache`, or for a fixed cache that cannot hold `total` positions, a copy with room (capacity doubled, in
+    steps of FIXED_CAPACITY)."""
+    if not isinstance(cache, FixedCache) or total <= cache.capacity:
+        return cache
+    cap = cache.capacity
+    while cap < total:
+        cap *= 2
+    bigger = FixedCache(cache.config, -(-cap // FIXED_CAPACITY) * FIXED_CAPACITY)
+    for old, new in zip(cache.layers, bigger.layers):
+        if old.is_initialized:
+            new.lazy_initialization(old.keys, old.values)
+            new.keys[..., : cache.n, :] = old.keys[..., : cache.n, :]
+            new.values[..., : cache.n, :] = old.values[..., : cache.n, :]
+    bigger.set_length(cache.n)
+    return bigger
+
+
+def keep(cache, m: int, n: int, tail: torch.Tensor | None) -> None:
+    """Keep n positions: the first m where they are, then the cached positions `tail` (n - m, ascending) moved
+    into slots m .. n-1, in place."""
+    for layer in cache.layers:
+        if getattr(layer, "keys", None) is not None and layer.keys.numel():
+            if tail is not None:  # index_select copies first, so the overlap is safe
+                layer.keys[..., m:n, :] = layer.keys.index_select(-2, tail)
+                layer.values[..., m:n, :] = layer.values.index_select(-2, tail)
+            if not isinstance(cache, FixedCache):
+                layer.keys = layer.keys[..., :n, :]
+                layer.values = layer.values[..., :n, :]
+    if isinstance(cache, FixedCache):
+        cache.set_length(n)

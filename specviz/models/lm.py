@@ -1,6 +1,6 @@
 """A thin, stateful wrapper over a Hugging Face causal LM: its KV cache and the verbs on it.
 
-With `kvcache` (the cache's layers), the only inference module that knows how transformers caches and attention
+With `kvcache` (the caches and their verbs), the only inference module that knows how transformers caches and attention
 masks work.
 `LM.forward` feeds new tokens on top of the cached prefix; the new tokens may form a tree
 (``parents`` local to the new tokens, -1 = hangs off the cached prefix), which is run with a
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from specviz import kernels
-from specviz.models import kvcache
+from specviz.models import graphs, kvcache
 
 
 @dataclass
@@ -54,6 +54,8 @@ class LM:
         name: str = "",
         context_vocab: bool = False,
         half_rows: bool = False,
+        kv_cache: str = "growing",
+        cuda_graphs: bool = False,
     ):
         self.model = model.eval()
         # few-row matmuls as tall-skinny gemms (CPU fp32; see specviz.kernels.linear); `half_rows`, for a draft whose
@@ -78,18 +80,28 @@ class LM:
             self.head_int8 = kernels.quantize_rows(self.head_weight) if kernels.int8s(self.head) else None
             self._head_mask = torch.zeros(self.vocab_size, dtype=torch.bool, device=self.device)
             self._head_mask[self.head_ids] = True
-        self.cache = kvcache.new_cache(model.config)
-        self._reset_support()
+        self.use_cache(kv_cache, cuda_graphs)
         self.forwards = 0
         self.forward_ms = 0.0  # wall time spent in forward() (model body + output layer); CPU-exact
 
     # -- cache verbs -------------------------------------------------------------------------
     @property
     def length(self) -> int:
-        return self.cache.get_seq_length()
+        return kvcache.length(self.cache)
+
+    def use_cache(self, kind: str = "growing", cuda_graphs: bool = False) -> None:
+        """Run on a cache of this kind from now on ("growing" or "fixed": specviz.models.kvcache), with
+        `cuda_graphs` (the fixed cache only) forwards at bucketed widths (specviz.models.graphs), replayed from
+        CUDA graphs on a GPU and run eagerly on a CPU. Empties the cache."""
+        if cuda_graphs and kind != "fixed":
+            raise ValueError("CUDA graphs need the fixed cache (kv_cache='fixed')")
+        self.kv_cache = kind
+        self.cache = kvcache.new_cache(self.config, kind)
+        self.graphs = graphs.Graphs(self.base) if cuda_graphs else None
+        self._reset_support()
 
     def reset(self) -> None:
-        self.cache = kvcache.new_cache(self.config)
+        self.cache = kvcache.emptied(self.cache, self.config, self.kv_cache)
         self._reset_support()
 
     @property
@@ -174,13 +186,7 @@ class LM:
         if any(a >= b for a, b in zip(tail, tail[1:])):
             raise ValueError("LM.keep needs ascending, distinct positions")
         idx = torch.tensor(tail, dtype=torch.long, device=self.device) if tail else None
-        for layer in self.cache.layers:
-            if getattr(layer, "keys", None) is not None and layer.keys.numel():
-                if idx is not None:  # index_select copies first, so the overlap is safe
-                    layer.keys[..., m:n, :] = layer.keys.index_select(-2, idx)
-                    layer.values[..., m:n, :] = layer.values.index_select(-2, idx)
-                layer.keys = layer.keys[..., :n, :]
-                layer.values = layer.values[..., :n, :]
+        kvcache.keep(self.cache, m, n, idx)
 
     # -- forward -----------------------------------------------------------------------------
     @torch.inference_mode()
@@ -205,24 +211,30 @@ class LM:
         n, past = len(ids), self.length
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # (1, n)
         is_chain = parents is None or all(p == i - 1 for i, p in enumerate(parents))
-        if is_chain and visible is None:
+        b = graphs.bucket(n) if self.graphs is not None else n  # rows run: n, or n padded to its bucket
+        self.cache = kvcache.reserve(self.cache, past + b)
+        width = kvcache.capacity(self.cache)  # a fixed cache is read whole: its mask hides the unfilled slots
+        if is_chain and visible is None and width is None:
             pos = torch.arange(past, past + n, device=self.device)[None]  # (1, n)
             mask = None
         else:
-            allow = self._tree_allow(parents or list(range(-1, n - 1)), past, visible)  # (n, past+n)
-            pos = (allow.sum(-1) - 1)[None].to(self.device)  # (1, n)
-            mask = torch.zeros(n, past + n, dtype=self.dtype)
+            allow = self._tree_allow(parents or list(range(-1, n - 1)), past, visible, width, b)  # (b, width)
+            pos = (allow.sum(-1) - 1)[None].to(self.device)  # (1, b)
+            mask = torch.zeros(allow.shape, dtype=self.dtype)
             mask.masked_fill_(~allow, torch.finfo(self.dtype).min)
-            mask = mask[None, None].to(self.device)  # (1, 1, n, past+n)
-        out = self.base(
-            **self._inputs(input_ids, parents, visible, past),
-            position_ids=pos,
-            attention_mask=mask,
-            cache=self.cache,
-            use_cache=True,
-        )
+            mask = mask[None, None].to(self.device)  # (1, 1, b, width)
+        inputs = self._inputs(input_ids, parents, visible, past)
+        if b > n:
+            inputs = graphs.pad(inputs, b)
+        if self.graphs is not None and b <= graphs.MAX_WIDTH and self.device.type == "cuda":
+            h = self.graphs(self.cache, inputs, pos, mask)[0]
+        else:
+            out = self.base(**inputs, position_ids=pos, attention_mask=mask, cache=self.cache, use_cache=True)
+            h = out.last_hidden_state[0]  # (b, H)
+        if self.graphs is not None:  # the pad rows' slots are dropped (and a replayed graph moved no host length)
+            h = h[:n]
+            self.cache.set_length(past + n)
         self.forwards += 1
-        h = out.last_hidden_state[0]  # (n, H)
         self._after_forward(h)
         if rows is not None:
             h = h[rows]
@@ -266,11 +278,16 @@ class LM:
         return x
 
     @staticmethod
-    def _tree_allow(parents: Sequence[int], past: int, visible: torch.Tensor | None) -> torch.Tensor:
-        """(n, past+n) bool: row i attends to its visible cached positions, its local ancestors and itself."""
+    def _tree_allow(
+        parents: Sequence[int], past: int, visible: torch.Tensor | None, width: int | None = None, rows: int = 0
+    ) -> torch.Tensor:
+        """(max(n, rows), width) bool, width past+n by default: row i < n attends to its visible cached positions,
+        its local ancestors and itself; a pad row i >= n (a bucketed width) to its own slot alone."""
         n = len(parents)
-        allow = torch.zeros(n, past + n, dtype=torch.bool)
-        allow[:, :past] = True if visible is None else visible.cpu()
+        allow = torch.zeros(max(n, rows), width or past + max(n, rows), dtype=torch.bool)
+        for i in range(n, rows):
+            allow[i, past + i] = True
+        allow[:n, :past] = True if visible is None else visible.cpu()
         for i, p in enumerate(parents):
             if p >= 0:
                 allow[i] = allow[p]

@@ -273,9 +273,15 @@ def _load_shipped_draft(folder: Path, target_model, dtype, device):
 
 
 def load_eagle(
-    folder: str | Path, target_model, dtype=None, device=None, context_vocab: bool = ModelConfig.context_vocab
+    folder: str | Path,
+    target_model,
+    dtype=None,
+    device=None,
+    context_vocab: bool = ModelConfig.context_vocab,
+    **lm_options,
 ):
-    """An EAGLE drafter folder (config.json + eagle.safetensors) on top of `target_model` -> `EagleLM`."""
+    """An EAGLE drafter folder (config.json + eagle.safetensors) on top of `target_model` -> `EagleLM`;
+    `lm_options`: its cache (`LM`'s kv_cache, cuda_graphs)."""
 
     folder = Path(folder)
     if not (folder / "eagle.safetensors").exists():
@@ -311,7 +317,12 @@ def load_eagle(
             f"missing {missing}, unexpected {unexpected}"
         )
     return EagleLM(
-        model.to(device).eval(), head_ids=head_ids, name="eagle", context_vocab=context_vocab, half_rows=True
+        model.to(device).eval(),
+        head_ids=head_ids,
+        name="eagle",
+        context_vocab=context_vocab,
+        half_rows=True,
+        **lm_options,
     )
 
 
@@ -406,7 +417,10 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
         "device": str(device),
         "load_s": round(time.perf_counter() - t0, 2),
         "context_vocab": cfg.context_vocab,
+        "kv_cache": cfg.kv_cache,
+        "cuda_graphs": cfg.cuda_graphs,
     }
+    cache = {"kv_cache": cfg.kv_cache, "cuda_graphs": cfg.cuda_graphs}
     if cfg.draft is None and draft is target:
         info["draft"] = "target (self-draft)"
     # the shipped EAGLE drafter comes with the default pair only: a user who names a draft gets that draft
@@ -416,11 +430,11 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
     eagle = None
     if eagle_src and eagle_src != "none":
         if Path(eagle_src, "eagle.safetensors").exists() or cfg.eagle is not None:
-            eagle = load_eagle(eagle_src, target, dtype, device, cfg.context_vocab)
+            eagle = load_eagle(eagle_src, target, dtype, device, cfg.context_vocab, **cache)
             shipped = Path(eagle_src).resolve() == Path(DEFAULT_EAGLE).resolve()
             info["eagle"] = "specviz default EAGLE drafter" if shipped else eagle_src
     # a draft's one-token steps over fp16 weights (specviz.kernels.linear), unless it is the target itself
     draft_lm = LM(
-        draft, head_ids=head_ids, name="draft", context_vocab=cfg.context_vocab, half_rows=draft is not target
+        draft, head_ids=head_ids, name="draft", context_vocab=cfg.context_vocab, half_rows=draft is not target, **cache
     )
-    return Pair(LM(target, name="target"), draft_lm, tok, info, eagle)
+    return Pair(LM(target, name="target", **cache), draft_lm, tok, info, eagle)

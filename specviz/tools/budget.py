@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from specviz.analysis.budget import picks
-from specviz.core.args import output_file, positive
+from specviz.core.args import add_cache_flags, cache_options, output_file, positive
 from specviz.core.assets import SPEC_BENCH, VERIFY_CURVES
 from specviz.core.config import DTYPES, ModelConfig, TreeConfig
 from specviz.core.curves import load_curves
@@ -68,10 +68,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--questions", type=Path, default=SPEC_BENCH, help="JSON lines with 'turns'; their first turns make the context"
     )
     ap.add_argument("--device", default=ModelConfig.device, help="auto, cpu or cuda[:N]")
+    ap.add_argument("--target", default=None, help="local folder, .gguf file or hub id (default: the shipped pair)")
+    ap.add_argument("--draft", default=None, help="local folder or hub id (default: the shipped draft)")
+    add_cache_flags(ap)
     ap.add_argument("--out", type=output_file, default=VERIFY_CURVES)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    pair = load_pair(ModelConfig(dtype=a.dtype, device=a.device))
+    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device=a.device, **cache_options(a)))
     text = " ".join(json.loads(line)["turns"][0] for line in a.questions.read_text().splitlines()[:40])
     context = pair.tokenizer(text)["input_ids"][: a.context]
     dtype = pair.info["dtype"]  # "auto" resolved

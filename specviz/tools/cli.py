@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 from tqdm import tqdm
 
-from specviz.core.args import positive
+from specviz.core.args import add_cache_flags, cache_options, positive
 from specviz.core.config import (
     DRAFTERS,
     DTYPES,
@@ -111,6 +111,7 @@ def _generate_parser(sub):
         default=ModelConfig().context_vocab,
         help="a reduced-vocabulary draft head also covers the tokens of its context (default: on)",
     )
+    add_cache_flags(p)
     p.add_argument(
         "--drafter",
         choices=DRAFTERS,
@@ -140,7 +141,13 @@ def cmd_generate(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     pair = load_pair(
         ModelConfig(
-            target=a.target, draft=a.draft, eagle=a.eagle, dtype=a.dtype, device=a.device, context_vocab=a.context_vocab
+            target=a.target,
+            draft=a.draft,
+            eagle=a.eagle,
+            dtype=a.dtype,
+            device=a.device,
+            context_vocab=a.context_vocab,
+            **cache_options(a),
         ),
         progress=lambda m: print(m, file=sys.stderr),
     )

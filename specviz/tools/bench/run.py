@@ -28,7 +28,7 @@ import torch
 from tqdm import tqdm
 
 from specviz import kernels
-from specviz.core.args import output_file, positive
+from specviz.core.args import add_cache_flags, cache_options, output_file, positive
 from specviz.core.assets import SPEC_BENCH
 from specviz.core.config import (
     DTYPES,
@@ -349,6 +349,7 @@ def parser() -> argparse.ArgumentParser:
         help="EAGLE drafter folder ('none' = off; default: the shipped one with the default pair)",
     )
     p.add_argument("--device", default=ModelConfig().device)
+    add_cache_flags(p)
     p.add_argument("--threads", type=positive(int), default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument(
         "--out", type=output_file, default=None, help="write every figure (per prompt and aggregated) to this JSON file"
@@ -398,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     shelf = TraceShelf(a.traces) if a.traces else None
     for dtype in a.dtype:
         pair = load_pair(
-            ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=dtype, device=a.device),
+            ModelConfig(
+                target=a.target, draft=a.draft, eagle=a.eagle, dtype=dtype, device=a.device, **cache_options(a)
+            ),
             progress=lambda m: print(m, file=sys.stderr),
         )
         prompts = [
