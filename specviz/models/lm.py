@@ -80,7 +80,8 @@ class LM:
             self.head_int8 = kernels.quantize_rows(self.head_weight) if kernels.int8s(self.head) else None
             self._head_mask = torch.zeros(self.vocab_size, dtype=torch.bool, device=self.device)
             self._head_mask[self.head_ids] = True
-        self.use_cache(kv_cache, cuda_graphs)
+        self._set_cache(kv_cache, cuda_graphs)
+        self._reset_support()
         self.forwards = 0
         self.forward_ms = 0.0  # wall time spent in forward() (model body + output layer); CPU-exact
 
@@ -92,13 +93,16 @@ class LM:
     def use_cache(self, kind: str = "growing", cuda_graphs: bool = False) -> None:
         """Run on a cache of this kind from now on ("growing" or "fixed": specviz.models.kvcache), with
         `cuda_graphs` (the fixed cache only) forwards at bucketed widths (specviz.models.graphs), replayed from
-        CUDA graphs on a GPU and run eagerly on a CPU. Empties the cache."""
+        CUDA graphs on a GPU and run eagerly on a CPU. Starts empty, as after `reset`."""
+        self._set_cache(kind, cuda_graphs)
+        self.reset()
+
+    def _set_cache(self, kind: str, cuda_graphs: bool) -> None:
         if cuda_graphs and kind != "fixed":
             raise ValueError("CUDA graphs need the fixed cache (kv_cache='fixed')")
         self.kv_cache = kind
         self.cache = kvcache.new_cache(self.config, kind)
         self.graphs = graphs.Graphs(self.base) if cuda_graphs else None
-        self._reset_support()
 
     def reset(self) -> None:
         self.cache = kvcache.emptied(self.cache, self.config, self.kv_cache)
