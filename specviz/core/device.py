@@ -78,6 +78,14 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device` without waiting for the device's queued work: on CUDA it is copied from pinned
+    memory, asynchronously (a copy from pageable memory waits for the stream); elsewhere it is `t` itself."""
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 class PhaseClock:
     """The boundaries of a round's phases, read once the round is over: `mark()` at each boundary, `spans_ms()`
     for the time between consecutive marks. On a CPU a mark is the host clock. On CUDA it is an event recorded in

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 from transformers import LlamaForCausalLM
 
+from specviz.core.device import to_device
 from specviz.core.ngram import NgramIndex
 from specviz.models.lm import LM, leading_run
 
@@ -248,14 +249,21 @@ class EagleLM(LM):
         # exact target feature where the target has run that position; the drafter's own f^ for a drafted
         # parent; zeros for the very first token (nothing before it) and for a token after an uncommitted
         # one of the same call (never in the engine; e.g. timing a prompt with no features)
-        src_cpu, src = (src.tolist() if self.max_ngram else None), src.to(self.device)
+        # (selected on the host and gathered on the device: nothing here waits for the device)
         use_t = (src >= 0) & (src < n_t)
         use_o = (src >= n_t) & (src < past)
-        feats = torch.zeros(n, self.hidden_size, dtype=self.dtype, device=self.device)
-        feats[use_t] = self.tfeat[src[use_t]]
-        feats[use_o] = self._out[src[use_o]]
-        self._pending_exact = ((src < 0) | use_t).cpu()
-        copy = self._lookups(self._new_ids, src_cpu, past) if self.max_ngram else None  # host lists: no device sync
+        self._pending_exact = (src < 0) | use_t
+        dev = self.device
+        feats = torch.where(
+            to_device(use_t, dev)[:, None],
+            self.tfeat[to_device(src.clamp(0, len(self.tfeat) - 1), dev)],
+            torch.where(
+                to_device(use_o, dev)[:, None],
+                self._out[to_device(src.clamp(0, len(self._out) - 1), dev)],
+                torch.zeros((), dtype=self.dtype, device=dev),
+            ),
+        )
+        copy = self._lookups(self._new_ids, src.tolist(), past) if self.max_ngram else None  # host lists
         return {"inputs_embeds": eagle_inputs(self.model, input_ids, feats[None], copy)}
 
     def forward(self, ids, *args, **kwargs):
@@ -282,8 +290,8 @@ class EagleLM(LM):
             ys.append(y)
             ns.append(n)
         return (
-            torch.tensor([ys], dtype=torch.long, device=self.device),
-            torch.tensor([ns], dtype=torch.long, device=self.device),
+            to_device(torch.tensor([ys], dtype=torch.long), self.device),
+            to_device(torch.tensor([ns], dtype=torch.long), self.device),
         )
 
     def _after_forward(self, hidden) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from specviz import kernels
+from specviz.core.device import to_device
 from specviz.models import graphs, kvcache
 
 
@@ -159,7 +160,7 @@ class LM:
                     torch.cat([w8[:n], w8.new_empty(cap - n, w8.shape[1])]),
                     torch.cat([sc[:n], sc.new_empty(cap - n)]),
                 )
-        new = new.to(self.device)
+        new = to_device(new, self.device)
         self._support_ids[n:m] = new
         self._support_weight[n:m] = self.head.weight.index_select(0, new)
         if self.head_half is not None:
@@ -189,7 +190,7 @@ class LM:
         tail = positions[m:]
         if any(a >= b for a, b in zip(tail, tail[1:])):
             raise ValueError("LM.keep needs ascending, distinct positions")
-        idx = torch.tensor(tail, dtype=torch.long, device=self.device) if tail else None
+        idx = to_device(torch.tensor(tail, dtype=torch.long), self.device) if tail else None
         kvcache.keep(self.cache, m, n, idx)
 
     # -- forward -----------------------------------------------------------------------------
@@ -213,7 +214,7 @@ class LM:
         if self.context_vocab:
             self._widen_support(ids)
         n, past = len(ids), self.length
-        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # (1, n)
+        input_ids = to_device(torch.tensor([list(ids)], dtype=torch.long), self.device)  # (1, n)
         is_chain = parents is None or all(p == i - 1 for i, p in enumerate(parents))
         b = graphs.bucket(n) if self.graphs is not None else n  # rows run: n, or n padded to its bucket
         self.cache = kvcache.reserve(self.cache, past + b)
@@ -223,10 +224,10 @@ class LM:
             mask = None
         else:
             allow = self._tree_allow(parents or list(range(-1, n - 1)), past, visible, width, b)  # (b, width)
-            pos = (allow.sum(-1) - 1)[None].to(self.device)  # (1, b)
+            pos = to_device((allow.sum(-1) - 1)[None], self.device)  # (1, b)
             mask = torch.zeros(allow.shape, dtype=self.dtype)
             mask.masked_fill_(~allow, torch.finfo(self.dtype).min)
-            mask = mask[None, None].to(self.device)  # (1, 1, b, width)
+            mask = to_device(mask[None, None], self.device)  # (1, 1, b, width)
         inputs = self._inputs(input_ids, parents, visible, past)
         if b > n:
             inputs = graphs.pad(inputs, b)
