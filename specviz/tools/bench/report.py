@@ -114,7 +114,8 @@ def _split_str(c):
 
 def suite_markdown(suite: dict) -> list[str]:
     dt, m = suite["dtype"], suite["models"]
-    lines = [f"### {dt}: target {m.get('target')}, draft {m.get('draft')}", ""]
+    cache = m.get("kv_cache", "growing") + (" with CUDA graphs" if m.get("cuda_graphs") else "")
+    lines = [f"### {dt}: target {m.get('target')}, draft {m.get('draft')}, {cache} KV cache", ""]
     for t in sorted({c["temperature"] for c in suite["summary"]}):
         rows = [c for c in suite["summary"] if c["temperature"] == t]
         lines += [
