@@ -49,7 +49,6 @@ class Graphs:
         self.cache = None
         self.graphs: dict = {}
         self.pool = None
-        self.captures = 0
 
     def __call__(self, cache, inputs: dict, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The body's last hidden state (1, width, H) for these padded inputs, replayed from a graph."""
@@ -83,6 +82,5 @@ class Graphs:
             out = self._run(cache, inputs, pos, mask)
         cache.set_length(n)
         self.pool = graph.pool()
-        self.captures += 1
         self.graphs[key] = g = _Captured(graph, inputs, pos, mask, out)
         return g

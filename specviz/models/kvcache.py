@@ -17,9 +17,10 @@ whole, the unfilled and stale slots hidden by the 4-D mask `LM` passes. Every fo
 same tensor shapes and addresses whatever the context, which is what CUDA graphs need. Its length lives on the host
 (`FixedCache.n`, no device sync); writes go through HF's device-side write position. When a forward would
 overflow, `reserve` copies it into one of twice the capacity (new addresses: graphs captured on the old one are
-dropped by their owner, `specviz.models.graphs`). Masked slots get exactly zero weight in a softmax, so in fp32
-eager attention a fixed cache gives the growing cache's numbers to the bit (tested); fused kernels that block over
-keys may round differently in the last bit.
+dropped by their owner, `specviz.models.graphs`). Masked slots get exactly zero weight in a softmax; with the
+batch-invariant `rows_attention`, which reads only the keys a query may see, a fixed cache gives the growing cache's
+numbers to the bit (tested). Kernels that reduce over the whole width (sdpa, and eager attention's matmuls) may
+round differently in the last bit.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from transformers.cache_utils import DynamicLayer
 from specviz.core.config import KV_CACHES
 
 MIN_CAPACITY = 64  # spare slots past a fresh fill; later growths double the buffer
-FIXED_CAPACITY = 256  # a fixed cache's first capacity and the step its capacity is rounded up to
+FIXED_CAPACITY = 256  # a fixed cache's first capacity; it doubles when a forward would overflow it
 
 
 def _front_of(view: torch.Tensor, buf: torch.Tensor | None) -> bool:
@@ -135,14 +136,13 @@ def capacity(cache) -> int | None:
 
 
 def reserve(cache, total: int):
-    """`cache`, or for a fixed cache that cannot hold `total` positions, a copy with room (capacity doubled, in
-    steps of FIXED_CAPACITY)."""
+    """`cache`, or for a fixed cache that cannot hold `total` positions, a copy with room (capacity doubled)."""
     if not isinstance(cache, FixedCache) or total <= cache.capacity:
         return cache
     cap = cache.capacity
     while cap < total:
         cap *= 2
-    bigger = FixedCache(cache.config, -(-cap // FIXED_CAPACITY) * FIXED_CAPACITY)
+    bigger = FixedCache(cache.config, cap)
     for old, new in zip(cache.layers, bigger.layers):
         if old.is_initialized:
             new.lazy_initialization(old.keys, old.values)
