@@ -26,6 +26,8 @@ from specviz.viz.run import (
     round_spans,
     speedup_figure,
 )
+from specviz.viz.sentences import round_sentence
+from specviz.viz.stop import stop_figure
 from specviz.viz.style import (
     LABELS,
     PALETTE,
@@ -38,9 +40,7 @@ from specviz.viz.style import (
 )
 from specviz.viz.tree import (
     CORRECTION,
-    round_sentence,
     showcase_round,
-    stop_figure,
     tree_figure,
     tree_graph,
     tree_layout,
@@ -249,8 +249,8 @@ def test_shipped_traces_draw(tmp_path):
 
 def test_viz_imports_no_torch_transformers_or_gradio_and_session_no_gradio():
     code = (
-        "import sys; import specviz.viz.style, specviz.viz.tree, specviz.viz.run, specviz.viz.budget, "
-        "specviz.analysis.metrics, specviz.methods.catalog; "
+        "import sys; import specviz.viz.style, specviz.viz.tree, specviz.viz.stop, specviz.viz.sentences, "
+        "specviz.viz.run, specviz.viz.budget, specviz.analysis.metrics, specviz.methods.catalog; "
         "bad = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True, text=True, timeout=120)

@@ -11,8 +11,9 @@ import time
 import gradio as gr
 
 from specviz.viz.inspect import HINT, default_node, node_panel
+from specviz.viz.stop import stop_figure
 from specviz.viz.style import CORRECTION, placeholder, span_nodes
-from specviz.viz.tree import stop_figure, tree_figure
+from specviz.viz.tree import tree_figure
 
 REPLAY_STEP_S = 0.6  # seconds a growth step stays on screen in the replay
 EMPTY = "No run yet: press Run, or load a recorded trace."

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 
 from specviz.analysis.metrics import BONUS_TOKEN, CORRECTED, TARGET
 from specviz.core.trace import ACCEPTED, REJECTED, ROOT, UNVISITED, GenerationTrace, RoundTrace
-from specviz.viz.style import LABELS, PALETTE, show_token
-from specviz.viz.tree import CORRECTION, correction_kind, stop_probabilities
+from specviz.viz.sentences import correction_kind
+from specviz.viz.stop import stop_probabilities
+from specviz.viz.style import CORRECTION, LABELS, PALETTE, show_token
 
 SHOWN = 8  # rows of each top-k table
 HINT = "Click a node of the tree, or a token of the output, to see why it was kept or rejected."

@@ -1,4 +1,4 @@
-"""The view of one round: its draft tree, and SpecDec++'s stop decision.
+"""The view of one round: its draft tree.
 
 Notation as in `specviz.core.trace`: q = draft probability of a drafted token, p = target probability
 of the same token in the same context; the verifier accepts a token with probability
@@ -13,7 +13,6 @@ resample), drawn as one extra node hanging off the last accepted node. Below it:
 from __future__ import annotations
 
 import html
-import textwrap
 import unicodedata
 from collections.abc import Mapping
 
@@ -23,13 +22,12 @@ import plotly.graph_objects as go
 from specviz.analysis.metrics import BONUS_TOKEN, CORRECTED, TARGET
 from specviz.core.trace import (
     ACCEPTED,
-    BONUS,
     REJECTED,
-    RESAMPLE,
     ROOT,
     UNVISITED,
     RoundTrace,
 )
+from specviz.viz.sentences import correction_kind, growth_sentence, round_sentence, round_subtitle, round_title, wrapped
 from specviz.viz.style import (
     COPY_BORDER,
     CORRECTION,
@@ -56,18 +54,8 @@ CHAR_EM = 0.6  # a monospace character's advance, in font sizes (a wide CJK char
 LINE_EM = 1.3  # a line's height, in font sizes
 CHIP_GAP = 4  # px kept free between neighbouring chips
 SENTENCE_WIDTH = 64  # characters a line of the round's sentence holds
-STOP_HEIGHT = 380
 FOLD, GROWN = "fold", "grown"  # node kinds of this view only: a folded group, a node in the growth replay
 FOLD_COLOR, GROWN_COLOR, NEWEST_BORDER, SLOT_COLOR = "#f1f5f9", "#64748b", "#f59e0b", "#f59e0b"
-
-
-def correction_kind(rnd: RoundTrace) -> str | None:
-    """What the extra token after the accepted path is: BONUS_TOKEN, CORRECTED, TARGET (no draft) or None."""
-    if len(rnd.emitted) <= rnd.n_accepted:
-        return None  # the round stopped inside the accepted path (EOS, budget)
-    if rnd.n_drafted == 0:
-        return TARGET
-    return BONUS_TOKEN if rnd.correction == BONUS else CORRECTED if rnd.correction == RESAMPLE else TARGET
 
 
 def tree_graph(rnd: RoundTrace, upto: int | None = None) -> nx.DiGraph:
@@ -251,7 +239,7 @@ def tree_figure(
         step = max(0, min(int(step), len(rnd.expand_order)))
     # plotly does not wrap: the sentence's lines fit a half-page plot
     if growth:
-        words = _lines(growth_sentence(rnd, token_text, step, level_threshold), SENTENCE_WIDTH)
+        words = wrapped(growth_sentence(rnd, token_text, step, level_threshold), SENTENCE_WIDTH)
     else:
         words = round_sentence(rnd, token_text, greedy, SENTENCE_WIDTH)
     top = TITLE_MARGIN + 8 + 16 * (words.count("<br>") + 1)  # one 16 px line a line of the sentence
@@ -388,199 +376,6 @@ def _slots(fig, rnd, g, pos, token_text, step) -> None:
             showlegend=True,
         )
     )
-
-
-def growth_sentence(rnd: RoundTrace, token_text: Mapping[int, str], step: int, level_threshold: float = 0) -> str:
-    """The growth replay at `step` in words: the node just added, the value of the slot it came from, and the
-    slots that competed for it (DySpec's level variant, `level_threshold` t > 0: every slot of a depth level worth
-    at least t is drawn, best first)."""
-    n = len(rnd.expand_order)
-    if step == 0:
-        head = f"step 0 of {n}: the root alone"
-    else:
-        c = rnd.expand_order[step - 1]
-        tok, par = (
-            _quoted(token_text, [rnd.tree.tokens[c]]),
-            _quoted(token_text, [rnd.tree.tokens[rnd.tree.parents[c]]]),
-        )
-        head = f"step {step} of {n}: drew {tok} under {par} (q {rnd.tree.q[c]:.2g}"
-        head += f", node value {rnd.values[c]:.2g})" if rnd.values is not None else ")"
-        if rnd.frontier and step - 1 < len(rnd.frontier):
-            (_, v, _), *rest = rnd.frontier[step - 1]
-            others = ", ".join(f"{_quoted(token_text, [rnd.tree.tokens[u]])} {w:.3f}" for u, w, _ in rest[:3])
-            head += f"; its slot was worth {v:.3f}, " + (f"ahead of {others}" if rest else "the only one open")
-            if level_threshold > 0:
-                head += f" (this level draws every slot worth at least {level_threshold:g}, best first)"
-    if rnd.frontier and step < len(rnd.frontier):
-        u, v, copy = rnd.frontier[step][0]
-        head += f"; next: a {'copy' if copy else 'draw'} under {_quoted(token_text, [rnd.tree.tokens[u]])} ({v:.3f})"
-    elif step == n:
-        head += "; the tree is complete"
-    return head + "."
-
-
-def round_title(rnd: RoundTrace, token_text: Mapping[int, str]) -> str:
-    kind = correction_kind(rnd)
-    if rnd.n_drafted == 0:
-        head = f"Round {rnd.index}: no draft, the target alone"
-    else:
-        n_copied = len(rnd.copied or ())
-        head = (
-            f"Round {rnd.index}: drafted {rnd.n_drafted}"
-            + (f" ({n_copied} copied)" if n_copied else "")
-            + f", accepted {rnd.n_accepted}"
-        )
-    if kind in (BONUS_TOKEN, CORRECTED):
-        tok = token_label(token_text, rnd.emitted[rnd.n_accepted])
-        head += f", then {'bonus' if kind == BONUS_TOKEN else 'resampled'} ‘{tok}’"
-    return head
-
-
-def _quoted(token_text: Mapping[int, str], toks) -> str:
-    return "‘" + "".join(token_text.get(t, f"<{t}>") for t in toks).replace("\n", "↵")[:40] + "’"
-
-
-def round_sentence(rnd: RoundTrace, token_text: Mapping[int, str], greedy: bool = False, width: int = 0) -> str:
-    """The round in plain words: what was drafted, what the target kept, what it rejected and why, and where the
-    extra token came from. Escaped for plotly; with `width`, wrapped into lines of at most that many characters."""
-    kind = correction_kind(rnd)
-    extra = rnd.emitted[rnd.n_accepted] if kind else None
-    if rnd.n_drafted == 0:
-        return _lines(f"nothing was drafted: the target chose {_quoted(token_text, [extra])} alone.", width)
-    parents = set(rnd.tree.parents[1:])
-    branches = sum(1 for u in range(1, len(rnd.tree)) if u not in parents)
-    words = [f"drafted {rnd.n_drafted} token{'s' * (rnd.n_drafted > 1)}"]
-    if branches > 1:
-        words[0] += f" in {branches} branches"
-    kept = [rnd.tree.tokens[u] for u in rnd.accepted_path]
-    words.append(f"the target kept {_quoted(token_text, kept)}" if kept else "the target kept none of them")
-    rejected = [u for u, st in enumerate(rnd.status) if st == REJECTED]
-    why = []
-    for u in rejected[:3]:
-        q, p = rnd.tree.q[u], rnd.p[u]
-        if greedy:
-            reason = "not the target's argmax"
-        elif p is not None:
-            reason = f"p {p:.2f} against q {q:.2f}"
-            draw = None if rnd.u is None else rnd.u[u]
-            if draw is not None and q > 0:
-                reason += f", u {draw:.2f} > p/q" if draw * q >= p else f", u {draw:.2f}"
-        else:
-            reason = f"q {q:.2f}"
-        why.append(f"{_quoted(token_text, [rnd.tree.tokens[u]])} ({reason})")
-    if rejected:
-        more = f" and {len(rejected) - 3} more" if len(rejected) > 3 else ""
-        words.append("rejected " + ", ".join(why) + more)
-    if kind == BONUS_TOKEN:
-        words.append(f"and drew the bonus {_quoted(token_text, [extra])} from the target")
-    elif kind == CORRECTED:
-        words.append(
-            f"and took the target's argmax {_quoted(token_text, [extra])} instead"
-            if greedy
-            else f"and drew {_quoted(token_text, [extra])} from the residual"
-        )
-    elif kind == TARGET:
-        words.append(f"and added the target's {_quoted(token_text, [extra])}")
-    return _lines("; ".join(words[:2]) + (", " + ", ".join(words[2:]) if words[2:] else "") + ".", width)
-
-
-def _lines(text: str, width: int) -> str:
-    lines = textwrap.wrap(text, width, break_on_hyphens=False) if width else [text]
-    return "<br>".join(html.escape(line, quote=False) for line in lines)
-
-
-def round_subtitle(rnd: RoundTrace) -> str:
-    return (
-        f"+{len(rnd.emitted)} tokens · draft {rnd.draft_ms:.0f} ms ({rnd.draft_forwards} forwards) · "
-        f"verify {rnd.verify_ms:.0f} ms · overhead {rnd.overhead_ms:.0f} ms"
-    )
-
-
-def stop_probabilities(rnd: RoundTrace) -> list[float] | None:
-    """P(at least one rejection among steps 1..k) per draft step k: stored, or 1 - prod(accept_probs)."""
-    if rnd.stop_probs is not None:
-        return list(rnd.stop_probs)
-    if rnd.accept_probs is None:
-        return None
-    out, keep = [], 1.0
-    for a in rnd.accept_probs:
-        keep *= a
-        out.append(1.0 - keep)
-    return out
-
-
-def stop_figure(rnd: RoundTrace, token_text: Mapping[int, str]) -> go.Figure:
-    """SpecDec++: predicted acceptance per draft step, the cumulative stop probability and the threshold h."""
-    stops = stop_probabilities(rnd)
-    if stops is None and rnd.copied and rnd.threshold is None and len(rnd.copied) == rnd.n_drafted:
-        return placeholder(
-            f"Round {rnd.index} copied {len(rnd.copied)} tokens from the context\n(prompt lookup): "
-            "no draft model ran,\nso no stop decision was needed.",
-            STOP_HEIGHT,
-            "Stop decision (SpecDec++)",
-        )
-    if stops is None:
-        return placeholder(
-            "Choose SpecDec++ to see its stop decision:\nper draft step, the acceptance head\n"
-            "predicts whether the target will accept;\ndrafting stops once P(at least one\n"
-            "rejection) crosses the threshold h.",
-            STOP_HEIGHT,
-            "Stop decision (SpecDec++)",
-        )
-    steps = list(range(1, len(stops) + 1))
-    fig = go.Figure()
-    if rnd.accept_probs is not None:
-        status = [rnd.status[k] if k < len(rnd.status) else UNVISITED for k in steps]
-        toks = [token_label(token_text, rnd.tree.tokens[k]) if k < len(rnd.tree) else "" for k in steps]
-        fig.add_trace(
-            go.Bar(
-                x=steps,
-                y=list(rnd.accept_probs),
-                marker_color=[PALETTE[s] for s in status],
-                showlegend=False,
-                text=toks,
-                textposition="inside",
-                insidetextanchor="start",
-                opacity=0.85,
-                hovertext=[
-                    f"step {k}: {t}<br>predicted P(accept) = {a:.3f}<br>realised: {LABELS[s]}"
-                    for k, t, a, s in zip(steps, toks, rnd.accept_probs, status)
-                ],
-                hoverinfo="text",
-            )
-        )
-        for kind, name in ((ACCEPTED, "accepted by the target"), (REJECTED, "rejected"), (UNVISITED, "not reached")):
-            legend_entry(fig, name, PALETTE[kind])
-    fig.add_trace(
-        go.Scatter(
-            x=steps,
-            y=stops,
-            mode="lines+markers",
-            name="P(at least one rejection)",
-            line=dict(color="#111827", width=3),
-            marker=dict(size=8),
-            hovertemplate="step %{x}: P(≥1 rejection) = %{y:.3f}<extra></extra>",
-        )
-    )
-    if rnd.threshold is not None:
-        fig.add_hline(
-            y=rnd.threshold,
-            line=dict(color=PALETTE[REJECTED], dash="dash", width=2),
-            annotation_text=f"h = {rnd.threshold:g}",
-            annotation_position="top left",
-        )
-    if rnd.hindsight_k is not None:
-        fig.add_vline(
-            x=rnd.hindsight_k + 0.5,
-            line=dict(color=PALETTE[BONUS_TOKEN], dash="dot", width=2),
-            annotation_text=f"best K in hindsight: {rnd.hindsight_k}",
-            annotation_position="top right",
-        )
-    fig.update_xaxes(title="draft step k", tickmode="linear", dtick=1, range=[0.4, len(steps) + 0.6])
-    fig.update_yaxes(range=[0, 1.05], title="bars: predicted P(accept)", gridcolor="#eef2f7")
-    reason = html.escape(rnd.stop_reason, quote=False) if rnd.stop_reason else "–"
-    sub = f"drafted {rnd.n_drafted}, stopped by {reason}; {rnd.n_accepted} accepted"  # fits the narrow panel
-    return base_layout(fig, STOP_HEIGHT, f"Round {rnd.index}: when to stop drafting", sub, legend_space=100)
 
 
 def showcase_round(rounds) -> int:
