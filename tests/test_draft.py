@@ -15,12 +15,13 @@ from specviz.models.loading import load_pair
 from specviz.train import answers, corpus, selfprompts
 from specviz.train import data as data_mod
 from specviz.train import eagle as eagle_train
+from specviz.train.broad_prompts import broad
 from specviz.train.config import DraftTrainConfig, EagleTrainConfig
 from specviz.train.data import _concat, build_shards, continue_batch
 from specviz.train.draft import build_draft, distill_loss, head_ids, save_draft, train
 from specviz.train.draft_eval import accepted
 from specviz.train.loop import adamw, resume
-from specviz.train.prompts import broad, compose, with_documents
+from specviz.train.prompts import compose, with_documents
 
 SHIPPED = Path(DEFAULT_DRAFT)
 

@@ -29,10 +29,11 @@ from specviz.models.loading import load_pair
 from specviz.train import answers as answers_mod
 from specviz.train import corpus, draft_eval, selfprompts, sharegpt
 from specviz.train.answers import ANSWERS, ANSWERS_HELP
+from specviz.train.broad_prompts import broad
 from specviz.train.config import DraftTrainConfig
 from specviz.train.data import SHARD_SIZE, build_shards, merge
 from specviz.train.draft import build_draft, head_ids, save_draft, train
-from specviz.train.prompts import broad, compose, with_documents
+from specviz.train.prompts import compose, with_documents
 
 COST_PROMPT = "Explain how a rainbow forms, step by step."
 
