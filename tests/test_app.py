@@ -2,6 +2,7 @@
 once, bad input answered with an error while the app keeps serving, public-mode model allow-list."""
 
 import json
+import os
 import re
 import threading
 import time
@@ -342,3 +343,18 @@ def test_keyword_call_from_the_api_docs(client):
     assert trace["method"] == "dyspec" and len(trace["output_ids"]) == 2 and trace["text"]
     file = out[-2]["value"] if isinstance(out[-2], dict) else out[-2]  # the DownloadButton's update, or its path
     assert json.loads(Path(file).read_text()) == trace
+
+
+def test_an_export_file_removed_by_another_run_is_skipped(tmp_path, monkeypatch):
+    """Runs clean old exports as they start; a file another visitor's run removed between the listing and its
+    age check is skipped, not a failed run."""
+    monkeypatch.setattr(app, "EXPORTS", tmp_path)
+    old = tmp_path / "specviz-chain-old.json"
+    old.write_text("{}")
+    stale = time.time() - app.EXPORT_TTL_S - 60
+    os.utime(old, (stale, stale))
+    gone = tmp_path / "specviz-chain-gone.json"
+    real_glob = Path.glob
+    monkeypatch.setattr(Path, "glob", lambda self, pat: [gone, *real_glob(self, pat)])
+    path = app.export_path("chain")
+    assert path.parent == tmp_path and not old.exists()

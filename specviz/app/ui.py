@@ -68,11 +68,14 @@ def _drafted_by(trace) -> str:
 
 def export_path(method: str) -> Path:
     """A fresh file for one run's trace (rewritten as the run grows, so Stop keeps a valid file); files older
-    than EXPORT_TTL_S are removed."""
+    than EXPORT_TTL_S are removed (a file another visitor's run removed first is skipped)."""
     EXPORTS.mkdir(exist_ok=True)
     for old in EXPORTS.glob("*.json"):
-        if time.time() - old.stat().st_mtime > EXPORT_TTL_S:
-            old.unlink(missing_ok=True)
+        try:
+            if time.time() - old.stat().st_mtime > EXPORT_TTL_S:
+                old.unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue
     return EXPORTS / f"specviz-{method}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.json"
 
 
