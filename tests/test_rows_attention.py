@@ -55,6 +55,45 @@ def test_weighted_rows_is_a_fixed_fma_chain_per_column(bf16):
     assert not acc[:8].any()  # no rows: zeros
 
 
+@numba.njit
+def shared_then_own(acc, v, rows, e, shared, counts):  # attend's order: the shared keys side by side, then each
+    i, n = 0, acc.shape[0]
+    while i + 4 <= n:
+        ir.sums4(acc[i:], v, rows[i], e[i:], 0, shared)
+        i += 4
+    if i + 2 <= n:
+        ir.sums2(acc[i:], v, rows[i], e[i:], 0, shared)
+        i += 2
+    if i < n:
+        ir.sums1(acc[i:], v, rows[i], e[i:], 0, shared)
+    for i in range(n):
+        ir.sums1(acc[i:], v, rows[i], e[i:], shared, counts[i])
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7])
+def test_weighted_sums_side_by_side_keep_each_querys_bits(bf16, n):
+    """Up to four queries summing the keys they share in one pass, each chain then continued over its own keys, give
+    every query the bits of its sum alone (`weighted_rows` over all its keys in order)."""
+    g = np.random.default_rng(n)
+    d, L, shared = 70, 40, 25
+    v32 = torch.from_numpy(g.standard_normal((L, d)).astype(np.float32)).bfloat16().float().numpy()
+    v = torch.from_numpy(v32).bfloat16().view(torch.int16).numpy() if bf16 else v32
+    rows = np.zeros((n, L), np.int64)
+    counts = np.zeros(n, np.int64)
+    for i in range(n):
+        own = np.sort(g.choice(np.arange(shared, L), size=int(g.integers(0, L - shared)), replace=False))
+        rows[i, : shared + len(own)] = np.concatenate([np.arange(shared), own])
+        counts[i] = shared + len(own)
+    e = g.random((n, L)).astype(np.float32)
+    acc = np.zeros((n, d), np.float32)
+    shared_then_own(acc, v, rows, e, shared, counts)
+    for i in range(n):
+        alone = np.empty(d, np.float32)
+        weighted_rows(alone, v, rows[i], e[i], counts[i])
+        assert np.array_equal(acc[i].view(np.int32), alone.view(np.int32))
+
+
 def test_bf16_rounding_matches_torch():
     x = torch.randn(4096) * torch.logspace(-30, 30, 4096)
     x[:4] = torch.tensor([0.0, -0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8])  # ties go to even

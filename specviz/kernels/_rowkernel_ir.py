@@ -45,6 +45,28 @@ def _fma(builder, vec):
     return cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), name)
 
 
+def _lanes(builder, a, b, idx: list[int]):
+    return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(ir.IntType(32), len(idx)), idx))
+
+
+def _halve_groups(builder, vectors: list, width: int):
+    """The sums of P vectors of `width` lanes, each in the declared order (the accumulators added, then the lanes
+    pairwise by halves), as one vector of P lanes. All P sums are formed at once: the vectors are laid end to end
+    and every step adds, in each group of w lanes, lane i to lane i + w / 2, so each sum is the same sequence of
+    roundings as alone, in four vector additions for all P instead of 2 x width scalar operations a product."""
+    while len(vectors) > 1:  # laid end to end: shuffles, no arithmetic (P is 1, 2 or 4)
+        n = vectors[0].type.count
+        vectors = [_lanes(builder, a, b, list(range(2 * n))) for a, b in zip(vectors[::2], vectors[1::2])]
+    v, w = vectors[0], width
+    groups = v.type.count // width
+    while w > 1:
+        h = w // 2
+        first = [g * w + i for g in range(groups) for i in range(h)]
+        v = builder.fadd(_lanes(builder, v, v, first), _lanes(builder, v, v, [i + h for i in first]))
+        w = h
+    return v
+
+
 def _dot_rows(P: int):
     """A numba intrinsic dots(w, x, y, o, j): y[j + p, o] = w[o] . x[j + p] for p < P, in the fixed order.
 
@@ -84,19 +106,11 @@ def _dot_rows(P: int):
                 for p in range(P):
                     xk = builder.load(builder.gep(x_rows[p], [k]))
                     builder.store(builder.call(fma_s, [wk, xk, builder.load(tail[p])]), tail[p])
-            halves = [
-                ir.Constant(ir.VectorType(ir.IntType(32), VF), list(range(u * VF, (u + 1) * VF))) for u in range(IC)
-            ]
+            sums = _halve_groups(builder, [builder.load(v) for v in acc], W)  # (P,): product p's sum in lane p
             for p in range(P):
-                a = builder.load(acc[p])
-                terms = [builder.shuffle_vector(a, a, h) for h in halves]
-                while len(terms) > 1:  # accumulators, then lanes: halves added pairwise
-                    terms = [builder.fadd(a, b) for a, b in zip(terms[: len(terms) // 2], terms[len(terms) // 2 :])]
-                lanes = [builder.extract_element(terms[0], ir.IntType(32)(i)) for i in range(VF)]
-                while len(lanes) > 1:
-                    lanes = [builder.fadd(a, b) for a, b in zip(lanes[: len(lanes) // 2], lanes[len(lanes) // 2 :])]
                 out = builder.gep(ya.data, [builder.add(builder.mul(builder.add(j_, idx(p)), n_out), o_)])
-                builder.store(builder.fadd(lanes[0], builder.load(tail[p])), out)
+                lane = builder.extract_element(sums, ir.IntType(32)(p))
+                builder.store(builder.fadd(lane, builder.load(tail[p])), out)
             return context.get_dummy_value()
 
         return types.void(w, x, y, o, j), codegen
@@ -129,54 +143,79 @@ def rows_times_weight(w, x, y):  # y[j, o] = w[o] . x[j]; each weight row read o
         _rows_block(w, x, y, b * block, min(n_out, b * block + block))
 
 
-@intrinsic
-def weighted_rows(typingctx, acc, v, rows, e, C):
-    """acc[t] = sum over c < C, in increasing c, of e[c] v[rows[c], t] (fma from 0): the weighted sum of value rows.
-    acc fp32 (d,); v (R, d) fp32 or bf16 bits (int16), C-contiguous; rows int64, e fp32. The sums of a block of
-    NB vectors of t stay in registers across the whole c loop; a t's sum is the same chain of fma in any block."""
+def _weighted(Q: int):
+    """A numba intrinsic sums(acc, v, rows, e, c0, c1): for q < Q and every column t, acc[q, t] += e[q, c] v[rows[c], t]
+    for c = c0 .. c1 - 1, in increasing c, one fma each (`weighted_rows`: the weighted sum of value rows). acc (>= Q, d)
+    fp32 and e (>= Q, *) fp32, C-contiguous; v (R, d) fp32 or bf16 bits (int16), C-contiguous; rows int64. A
+    column's sum is one chain of fma, continued from acc, so summing [0, c) then [c, C) gives the bits of [0, C), and
+    the Q rows' chains share each value row's load (Q queries that see the same keys). The sums of a block of NB
+    vectors of t stay in registers across the whole c loop; a t's sum is the same chain of fma in any block."""
 
-    def codegen(context, builder, sig, args):
-        f32, W, NB = ir.FloatType(), 2 * VF, 4
-        aa, va, ra, ea = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:4], args[:4]))
-        n_c = context.cast(builder, args[4], sig.args[4], types.intp)
-        d = cgutils.unpack_tuple(builder, va.shape, 2)[1]
-        idx = d.type
-        bf16 = sig.args[1].dtype != types.float32
+    @intrinsic
+    def sums(typingctx, acc, v, rows, e, c0, c1):
+        def codegen(context, builder, sig, args):
+            f32, W, NB = ir.FloatType(), 2 * VF, 4
+            aa, va, ra, ea = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:4], args[:4]))
+            lo, hi = (context.cast(builder, a, t, types.intp) for a, t in zip(args[4:], sig.args[4:]))
+            d = cgutils.unpack_tuple(builder, va.shape, 2)[1]
+            e_len = cgutils.unpack_tuple(builder, ea.shape, 2)[1]
+            idx = d.type
+            acc_rows = [builder.gep(aa.data, [builder.mul(idx(q), d)]) for q in range(Q)]
+            e_rows = [builder.gep(ea.data, [builder.mul(idx(q), e_len)]) for q in range(Q)]
+            bf16 = sig.args[1].dtype != types.float32
 
-        def block(t0, width, nb):  # acc[t0 : t0 + nb width] over every c, nb sums in registers
-            vec = ir.VectorType(f32, width) if width > 1 else f32
-            load = _widening_loads(builder, bf16, width)[0 if width > 1 else 1]
-            fma = _fma(builder, vec)
-            zero = ir.Constant(vec, [0.0] * width) if width > 1 else f32(0.0)
-            sums = [cgutils.alloca_once_value(builder, zero) for _ in range(nb)]
-            with cgutils.for_range(builder, n_c) as loop:
-                c = loop.index
-                row = builder.gep(va.data, [builder.mul(builder.load(builder.gep(ra.data, [c])), d)])
-                p = builder.load(builder.gep(ea.data, [c]))
-                if width > 1:
-                    pv = ir.Constant(vec, ir.Undefined)
-                    for lane in range(width):
-                        pv = builder.insert_element(pv, p, ir.IntType(32)(lane))
-                else:
-                    pv = p
-                for u in range(nb):
-                    ptr = builder.gep(row, [builder.add(t0, idx(u * width))])
-                    builder.store(builder.call(fma, [pv, load(ptr), builder.load(sums[u])]), sums[u])
-            for u in range(nb):
-                out = builder.gep(aa.data, [builder.add(t0, idx(u * width))])
-                if width > 1:
-                    out = builder.bitcast(out, vec.as_pointer())
-                builder.store(builder.load(sums[u]), out, align=4)
+            def block(t0, width, nb):  # acc[:Q, t0 : t0 + nb width] over c in [lo, hi), Q x nb sums in registers
+                vec = ir.VectorType(f32, width) if width > 1 else f32
+                load = _widening_loads(builder, bf16, width)[0 if width > 1 else 1]
+                fma = _fma(builder, vec)
 
-        start = idx(0)
-        for width, nb in ((W, NB), (W, 1), (VF, 1), (1, 1)):  # blocks of 64, 16, 8 columns, then one at a time
-            end = builder.mul(builder.sdiv(d, idx(width * nb)), idx(width * nb)) if width * nb > 1 else d
-            with cgutils.for_range_slice(builder, start, end, idx(width * nb)) as (t0, _):
-                block(t0, width, nb)
-            start = end
-        return context.get_dummy_value()
+                def at(q, u):
+                    ptr = builder.gep(acc_rows[q], [builder.add(t0, idx(u * width))])
+                    return builder.bitcast(ptr, vec.as_pointer()) if width > 1 else ptr
 
-    return types.void(acc, v, rows, e, C), codegen
+                total = [
+                    [cgutils.alloca_once_value(builder, builder.load(at(q, u), align=4)) for u in range(nb)]
+                    for q in range(Q)
+                ]
+                with cgutils.for_range_slice(builder, lo, hi, idx(1)) as (c, _):
+                    row = builder.gep(va.data, [builder.mul(builder.load(builder.gep(ra.data, [c])), d)])
+                    vals = [load(builder.gep(row, [builder.add(t0, idx(u * width))])) for u in range(nb)]
+                    for q in range(Q):
+                        p = builder.load(builder.gep(e_rows[q], [c]))
+                        if width > 1:
+                            pv = ir.Constant(vec, ir.Undefined)
+                            for lane in range(width):
+                                pv = builder.insert_element(pv, p, ir.IntType(32)(lane))
+                        else:
+                            pv = p
+                        for u in range(nb):
+                            builder.store(builder.call(fma, [pv, vals[u], builder.load(total[q][u])]), total[q][u])
+                for q in range(Q):
+                    for u in range(nb):
+                        builder.store(builder.load(total[q][u]), at(q, u), align=4)
+
+            start = idx(0)
+            for width, nb in ((W, NB), (W, 1), (VF, 1), (1, 1)):  # blocks of NB x 16, 16, 8 columns, then one at a time
+                end = builder.mul(builder.sdiv(d, idx(width * nb)), idx(width * nb)) if width * nb > 1 else d
+                with cgutils.for_range_slice(builder, start, end, idx(width * nb)) as (t0, _):
+                    block(t0, width, nb)
+                start = end
+            return context.get_dummy_value()
+
+        return types.void(acc, v, rows, e, c0, c1), codegen
+
+    return sums
+
+
+sums4, sums2, sums1 = _weighted(4), _weighted(2), _weighted(1)
+
+
+@numba.njit(cache=True, boundscheck=False, nogil=True)
+def weighted_rows(acc, v, rows, e, C):
+    """acc[t] = sum over c < C, in increasing c, of e[c] v[rows[c], t] (fma from 0): the weighted sum of value rows
+    of one query. acc fp32 (d,); v (R, d) fp32 or bf16 bits (int16), C-contiguous; rows int64, e fp32 (>= C,)."""
+    acc[:] = 0.0
+    sums1(acc.reshape(1, acc.shape[0]), v, rows, e[:C].reshape(1, C), 0, C)
 
 
 _LOG2E, _LN2_HI, _LN2_LO = np.float32(1.4426950408889634), np.float32(0.693359375), np.float32(-2.12194440e-4)
@@ -265,27 +304,41 @@ def attend(q, k, v, cap, L, allow, scale, out):
     fp32 or bf16 bits, key/value head h' in rows h' cap ... Everything inside is fp32, rounded once into out. The
     dot products are the row kernel's (each in the declared order, whatever else its call holds). The visible keys
     are then gathered in increasing j, and the max, the exp (`_exp_rows`), the softmax's sum and the weighted sum
-    of values (`weighted_rows`) run in that order, so a query's output depends neither on the other queries of
-    the call nor on the keys it cannot see, nor on where in the cache its keys sit (a tree's nodes and the same
-    tokens in a chain give the same bits)."""
+    of values (the `sums` chains of `weighted_rows`) run in that order, so a query's output depends neither on the
+    other queries of the call nor on the keys it cannot see, nor on where in the cache its keys sit (a tree's nodes
+    and the same tokens in a chain give the same bits). Work is shared only where that changes no rounding: over the
+    keys every query sees (a verify's cached prefix) the queries' softmax sums run side by side and up to four
+    queries' weighted sums read each value row once, each chain then continued over the query's own keys."""
     Hq, n, d = q.shape
     G = Hq // (k.shape[0] // cap)
+    shared = L  # keys 0 .. shared - 1: visible to every query (a verify's whole cached prefix)
+    for i in range(n):
+        for j in range(shared):
+            if not allow[i, j]:
+                shared = j
+                break
     for h in numba.prange(Hq):
         base = (h // G) * cap
         kh, vh = k[base : base + L], v[base : base + L]
         qh, sh = np.empty((n, d), np.float32), np.empty((n, L), np.float32)
         _to_f32(q[h], qh)
         _rows_block(kh, qh, sh, 0, L)
-        rows = np.empty(L, np.int64)
+        rows = np.empty((n, L), np.int64)
+        e = np.empty((n, L), np.float32)
+        count = np.empty(n, np.int64)
+        total = np.zeros(n, np.float32)
         x = np.empty(L, np.float32)
-        e = np.empty(L, np.float32)
-        acc = np.empty(d, np.float32)
         for i in range(n):
-            C = 0
             m = np.float32(-np.inf)  # max of the raw scores: scaling after is exact (monotone)
-            for j in range(L):
+            for j in range(shared):  # every query sees these keys
+                rows[i, j] = j
+                x[j] = sh[i, j]
+                if x[j] > m:
+                    m = x[j]
+            C = shared
+            for j in range(shared, L):
                 if allow[i, j]:
-                    rows[C] = j
+                    rows[i, C] = j
                     x[C] = sh[i, j]
                     if x[C] > m:
                         m = x[C]
@@ -293,11 +346,30 @@ def attend(q, k, v, cap, L, allow, scale, out):
             m = m * scale
             for c in range(C):
                 x[c] = x[c] * scale - m
-            _exp_rows(x, e, C)
-            total = np.float32(0.0)
-            for c in range(C):
-                total += e[c]
-            weighted_rows(acc, vh, rows, e, C)
+            _exp_rows(x, e[i], C)
+            count[i] = C
+        # the softmax's sums, each in increasing c: side by side over the shared keys (independent chains)
+        lo = shared if n > 1 else 0
+        for c in range(lo):
+            for i in range(n):
+                total[i] += e[i, c]
+        for i in range(n):
+            t = total[i]
+            for c in range(lo, count[i]):
+                t += e[i, c]
+            total[i] = t
+        acc = np.zeros((n, d), np.float32)
+        i = 0  # the shared keys: the queries' sums side by side, one load of each value row for up to 4
+        while i + 4 <= n:
+            sums4(acc[i:], vh, rows[i], e[i:], 0, shared)
+            i += 4
+        if i + 2 <= n:
+            sums2(acc[i:], vh, rows[i], e[i:], 0, shared)
+            i += 2
+        if i < n:
+            sums1(acc[i:], vh, rows[i], e[i:], 0, shared)
+        for i in range(n):  # then each query's own keys, its chains continued
+            sums1(acc[i:], vh, rows[i], e[i:], shared, count[i])
             for t in range(d):
-                acc[t] = acc[t] / total
-            _store(acc, out[i, h])
+                acc[i, t] = acc[i, t] / total[i]
+            _store(acc[i], out[i, h])
