@@ -317,6 +317,7 @@ def attend(q, k, v, cap, L, allow, scale, out):
             if not allow[i, j]:
                 shared = j
                 break
+    keys = np.arange(L)  # the shared keys' rows: key c is row c
     for h in numba.prange(Hq):
         base = (h // G) * cap
         kh, vh = k[base : base + L], v[base : base + L]
@@ -330,13 +331,11 @@ def attend(q, k, v, cap, L, allow, scale, out):
         x = np.empty(L, np.float32)
         for i in range(n):
             m = np.float32(-np.inf)  # max of the raw scores: scaling after is exact (monotone)
-            for j in range(shared):  # every query sees these keys
-                rows[i, j] = j
-                x[j] = sh[i, j]
-                if x[j] > m:
-                    m = x[j]
+            for j in range(shared):  # keys every query sees, in place in sh
+                if sh[i, j] > m:
+                    m = sh[i, j]
             C = shared
-            for j in range(shared, L):
+            for j in range(shared, L):  # then its own, gathered in increasing j
                 if allow[i, j]:
                     rows[i, C] = j
                     x[C] = sh[i, j]
@@ -344,7 +343,9 @@ def attend(q, k, v, cap, L, allow, scale, out):
                         m = x[C]
                     C += 1
             m = m * scale
-            for c in range(C):
+            for c in range(shared):
+                x[c] = sh[i, c] * scale - m
+            for c in range(shared, C):
                 x[c] = x[c] * scale - m
             _exp_rows(x, e[i], C)
             count[i] = C
@@ -361,13 +362,13 @@ def attend(q, k, v, cap, L, allow, scale, out):
         acc = np.zeros((n, d), np.float32)
         i = 0  # the shared keys: the queries' sums side by side, one load of each value row for up to 4
         while i + 4 <= n:
-            sums4(acc[i:], vh, rows[i], e[i:], 0, shared)
+            sums4(acc[i:], vh, keys, e[i:], 0, shared)
             i += 4
         if i + 2 <= n:
-            sums2(acc[i:], vh, rows[i], e[i:], 0, shared)
+            sums2(acc[i:], vh, keys, e[i:], 0, shared)
             i += 2
         if i < n:
-            sums1(acc[i:], vh, rows[i], e[i:], 0, shared)
+            sums1(acc[i:], vh, keys, e[i:], 0, shared)
         for i in range(n):  # then each query's own keys, its chains continued
             sums1(acc[i:], vh, rows[i], e[i:], shared, count[i])
             for t in range(d):
