@@ -12,8 +12,9 @@ from specviz.kernels.attention import _allowed  # noqa: E402
 
 
 @numba.njit
-def weighted_rows(acc, v, rows, e, C):  # the intrinsic runs inside compiled code only
-    ir.weighted_rows(acc, v, rows, e, C)
+def weighted_rows(acc, v, rows, e, C):  # one query's chains from zero; the intrinsic runs inside compiled code only
+    acc[:] = 0.0
+    ir.sums1(acc.reshape(1, acc.shape[0]), v, rows, e[:C].reshape(1, C), 0, C)
 
 
 @numba.njit

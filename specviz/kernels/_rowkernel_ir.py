@@ -145,7 +145,7 @@ def rows_times_weight(w, x, y):  # y[j, o] = w[o] . x[j]; each weight row read o
 
 def _weighted(Q: int):
     """A numba intrinsic sums(acc, v, rows, e, c0, c1): for q < Q and every column t, acc[q, t] += e[q, c] v[rows[c], t]
-    for c = c0 .. c1 - 1, in increasing c, one fma each (`weighted_rows`: the weighted sum of value rows). acc (>= Q, d)
+    for c = c0 .. c1 - 1, in increasing c, one fma each: the weighted sums of value rows, one per query. acc (>= Q, d)
     fp32 and e (>= Q, *) fp32, C-contiguous; v (R, d) fp32 or bf16 bits (int16), C-contiguous; rows int64. A
     column's sum is one chain of fma, continued from acc, so summing [0, c) then [c, C) gives the bits of [0, C), and
     the Q rows' chains share each value row's load (Q queries that see the same keys). The sums of a block of NB
@@ -208,14 +208,6 @@ def _weighted(Q: int):
 
 
 sums4, sums2, sums1 = _weighted(4), _weighted(2), _weighted(1)
-
-
-@numba.njit(cache=True, boundscheck=False, nogil=True)
-def weighted_rows(acc, v, rows, e, C):
-    """acc[t] = sum over c < C, in increasing c, of e[c] v[rows[c], t] (fma from 0): the weighted sum of value rows
-    of one query. acc fp32 (d,); v (R, d) fp32 or bf16 bits (int16), C-contiguous; rows int64, e fp32 (>= C,)."""
-    acc[:] = 0.0
-    sums1(acc.reshape(1, acc.shape[0]), v, rows, e[:C].reshape(1, C), 0, C)
 
 
 _LOG2E, _LN2_HI, _LN2_LO = np.float32(1.4426950408889634), np.float32(0.693359375), np.float32(-2.12194440e-4)
@@ -304,7 +296,7 @@ def attend(q, k, v, cap, L, allow, scale, out):
     fp32 or bf16 bits, key/value head h' in rows h' cap ... Everything inside is fp32, rounded once into out. The
     dot products are the row kernel's (each in the declared order, whatever else its call holds). The visible keys
     are then gathered in increasing j, and the max, the exp (`_exp_rows`), the softmax's sum and the weighted sum
-    of values (the `sums` chains of `weighted_rows`) run in that order, so a query's output depends neither on the
+    of values (`sums1`: one fma chain per column) run in that order, so a query's output depends neither on the
     other queries of the call nor on the keys it cannot see, nor on where in the cache its keys sit (a tree's nodes
     and the same tokens in a chain give the same bits). Work is shared only where that changes no rounding: over the
     keys every query sees (a verify's cached prefix) the queries' softmax sums run side by side and up to four
@@ -349,7 +341,8 @@ def attend(q, k, v, cap, L, allow, scale, out):
                 x[c] = x[c] * scale - m
             _exp_rows(x, e[i], C)
             count[i] = C
-        # the softmax's sums, each in increasing c: side by side over the shared keys (independent chains)
+        # the softmax's sums, each in increasing c: side by side over the shared keys (independent chains; one
+        # query's sum stays in a register)
         lo = shared if n > 1 else 0
         for c in range(lo):
             for i in range(n):
