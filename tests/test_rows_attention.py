@@ -95,6 +95,78 @@ def test_weighted_sums_side_by_side_keep_each_querys_bits(bf16, n):
         assert np.array_equal(acc[i].view(np.int32), alone.view(np.int32))
 
 
+@numba.njit
+def row_max(a, i, n):
+    return ir._row_max(a, i, n)
+
+
+def test_row_max_is_the_scans_max():
+    """Sixteen running maxima side by side give the max a scan finds, NaNs skipped, -inf where there is none."""
+    g = np.random.default_rng(2)
+    a = g.standard_normal((3, 83)).astype(np.float32)
+    a[1, [0, 20, 70]] = np.nan
+    a[2, :] = -np.inf
+    for i in range(3):
+        for n in (0, 1, 15, 16, 17, 40, 83):
+            scan = np.float32(-np.inf)
+            for x in a[i, :n]:
+                scan = x if x > scan else scan
+            assert row_max(a, i, n) == scan
+
+
+def test_softmax_sums_side_by_side_are_each_rows_chain():
+    g = np.random.default_rng(3)
+    e = g.random((7, 50)).astype(np.float32)
+    for i0, i1, C in ((0, 4, 50), (4, 7, 33), (2, 3, 1), (0, 2, 0)):
+        total = np.full(7, -1.0, np.float32)
+        ir._sum4(e, total, i0, i1, C)
+        for i in range(i0, i1):
+            chain = np.float32(0.0)
+            for c in range(C):
+                chain = np.float32(chain + e[i, c])
+            assert total[i] == chain
+        assert (total[:i0] == -1).all() and (total[i1:] == -1).all()  # rows outside i0 .. i1 untouched
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize("d", [64, 128, 48])
+def test_scores_sixteen_keys_at_a_time_keep_each_products_bits(bf16, d):
+    """`_scores` (sixteen keys a step where the head is 64 or 128 wide, the rest one key at a time) gives every score
+    the bits of the row kernel's product alone, for any number of queries and keys."""
+    g = np.random.default_rng(d)
+    k32 = torch.from_numpy(g.standard_normal((83, d)).astype(np.float32)).bfloat16().float().numpy()
+    k = torch.from_numpy(k32).bfloat16().view(torch.int16).numpy() if bf16 else k32
+    for n in (1, 2, 3, 5):
+        x = g.standard_normal((n, d)).astype(np.float32)
+        for L in (16, 40, 83):
+            fast, alone = np.empty((n, L), np.float32), np.empty((n, L), np.float32)
+            ir._scores(k, x, fast, L)
+            for i in range(n):
+                ir._rows_block(k, x[i : i + 1], alone[i : i + 1], 0, L)
+            assert np.array_equal(fast.view(np.int32), alone.view(np.int32))
+            assert np.abs(fast - x.astype(np.float64) @ k32[:L].T.astype(np.float64)).max() < 1e-4
+
+
+@pytest.mark.parametrize("n", [2, 5, 16])
+def test_attend_gives_each_query_its_bits_alone(n):
+    """Queries attending together (the verify's shared prefix, then each its own keys) get, bit for bit, what each
+    gets alone: bf16, heads 64 wide, three query heads to a key/value head, as in the default target."""
+    g = torch.Generator().manual_seed(n)
+    Hq, Hkv, d, L = 9, 3, 64, 120
+    q = torch.randn(Hq, n, d, generator=g).bfloat16().view(torch.int16).numpy()
+    k, v = (torch.randn(Hkv * L, d, generator=g).bfloat16().view(torch.int16).numpy() for _ in range(2))
+    allow = np.tril(np.ones((n, L), np.bool_), L - n)
+    allow[n - 1, L - n : L - 1] = False  # a tree node: the prefix and itself
+    together = np.empty((n, Hq, d), np.int16)
+    ir.attend(q, k, v, L, L, allow, np.float32(d**-0.5), together)
+    for i in range(n):
+        alone = np.empty((1, Hq, d), np.int16)
+        ir.attend(
+            np.ascontiguousarray(q[:, i : i + 1]), k, v, L, L, allow[i : i + 1].copy(), np.float32(d**-0.5), alone
+        )
+        assert np.array_equal(together[i], alone[0])
+
+
 def test_bf16_rounding_matches_torch():
     x = torch.randn(4096) * torch.logspace(-30, 30, 4096)
     x[:4] = torch.tensor([0.0, -0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8])  # ties go to even
@@ -132,3 +204,21 @@ def test_a_query_does_not_see_where_its_keys_sit(dtype):
     assert scattered.dtype == dtype and torch.equal(scattered, chain)
     fused = kernels.sdpa_gqa(None, q.float(), k[:, :, seen].float(), v[:, :, seen].float(), None)[0]
     torch.testing.assert_close(chain.float(), fused, rtol=1e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-5)
+
+
+def test_every_kind_of_forward_runs_one_compiled_kernel():
+    """A one-token step, a chain verify (no mask) and a tree verify (a mask) hand the kernel arrays of one type, so
+    the kernel a warm-up compiled serves them all: no compile in the middle of a timed run."""
+    g = torch.Generator().manual_seed(7)
+    k, v = (torch.randn(1, 3, 40, 64, generator=g).bfloat16() for _ in range(2))
+
+    def query(n):  # as a model hands it over: heads moved in front of a (1, n, heads, d) tensor
+        return torch.randn(1, n, 9, 64, generator=g).bfloat16().transpose(1, 2)
+
+    kernels.rows_attention(None, query(1), k, v, None)
+    compiled = set(ir.attend.signatures)
+    kernels.rows_attention(None, query(5), k, v, None)
+    tree = torch.ones(1, 1, 3, 40, dtype=torch.bool)
+    tree[0, 0, 2, 38] = False
+    kernels.rows_attention(None, query(3), k, v, tree)
+    assert set(ir.attend.signatures) == compiled

@@ -13,6 +13,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 VF, IC = 8, 2  # the summation order (rowkernel's docstring): IC accumulators of VF lanes per product
+W_LANES = VF * IC
 
 
 def _widening_loads(builder, bf16: bool, lanes: int = VF):
@@ -119,6 +120,127 @@ def _dot_rows(P: int):
 
 
 dots4, dots2, dots1 = _dot_rows(4), _dot_rows(2), _dot_rows(1)
+
+
+def _sum_pairs(builder, x, y, keys: int):
+    """One step of the declared lane sum for several products at once: x and y hold `keys` products' partial sums
+    each, w = 16 / keys lanes a product, side by side; the result holds all 2 keys products, x's first, each with
+    w / 2 lanes, lane i the sum of its lanes i and i + w / 2 (the step `_halve_groups` takes for one product)."""
+    w = W_LANES // keys
+    first = [b * W_LANES + g * w + i for b in range(2) for g in range(keys) for i in range(w // 2)]
+    return builder.fadd(_lanes(builder, x, y, first), _lanes(builder, x, y, [i + w // 2 for i in first]))
+
+
+def _dot_keys(P: int, chunks: int):
+    """A numba intrinsic kdots(w, x, y, o, j): y[j + p, o + r] = w[o + r] . x[j + p] for r < 16 and p < P, for an
+    input dimension of 16 x `chunks` (unrolled): the same products, each the same sequence of roundings, as `dots`
+    gives one weight row at a time (its accumulator vector, then its lanes summed by halves, then + 0, the empty
+    tail). Sixteen rows of w (an attention's keys) make one vector of sums: the lane sums of every two products
+    run as one vector step (`_sum_pairs`), as soon as both are ready, so the sixteen sums cost 15 additions and
+    the 16 results are stored as one vector, where `dots` spends a reduction and a store on each."""
+    f32, W = ir.FloatType(), W_LANES
+    wide = ir.VectorType(f32, W)
+
+    @intrinsic
+    def kdots(typingctx, w, x, y, o, j):
+        def codegen(context, builder, sig, args):
+            wa, xa, ya = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:3], args[:3]))
+            o_, j_ = (context.cast(builder, a, t, types.intp) for a, t in zip(args[3:], sig.args[3:]))
+            n_in = cgutils.unpack_tuple(builder, wa.shape, 2)[1]
+            n_out = cgutils.unpack_tuple(builder, ya.shape, 2)[1]
+            idx = n_in.type
+            x_rows = [builder.gep(xa.data, [builder.mul(builder.add(j_, idx(p)), n_in)]) for p in range(P)]
+            fma_v = _fma(builder, wide)
+            load_wv = _widening_loads(builder, sig.args[0].dtype != types.float32, W)[0]
+            zero = ir.Constant(wide, [0.0] * W)
+            stacks = [[] for _ in range(P)]  # per product row: (keys, vector) partial sums, a binary counter
+            for r in range(W):
+                w_row = builder.gep(wa.data, [builder.mul(builder.add(o_, idx(r)), n_in)])
+                acc = [zero] * P
+                for c in range(chunks):  # unrolled: the input dimension is 16 x chunks
+                    wv = load_wv(builder.gep(w_row, [idx(c * W)]))
+                    for p in range(P):
+                        xv = builder.load(
+                            builder.bitcast(builder.gep(x_rows[p], [idx(c * W)]), wide.as_pointer()), align=4
+                        )
+                        acc[p] = builder.call(fma_v, [wv, xv, acc[p]])
+                for p in range(P):
+                    stack = stacks[p]
+                    stack.append((1, acc[p]))
+                    while len(stack) > 1 and stack[-1][0] == stack[-2][0]:
+                        (keys, b), (_, a) = stack.pop(), stack.pop()
+                        stack.append((2 * keys, _sum_pairs(builder, a, b, keys)))
+            for p in range(P):
+                sums = builder.fadd(stacks[p][0][1], zero)  # + the empty tail, as `dots` adds it
+                out = builder.gep(ya.data, [builder.add(builder.mul(builder.add(j_, idx(p)), n_out), o_)])
+                builder.store(sums, builder.bitcast(out, wide.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return types.void(w, x, y, o, j), codegen
+
+    return kdots
+
+
+kdots2_64, kdots1_64 = _dot_keys(2, 4), _dot_keys(1, 4)  # heads 64 wide (16 x 4)
+kdots2_128, kdots1_128 = _dot_keys(2, 8), _dot_keys(1, 8)
+
+
+@intrinsic
+def _row_max(typingctx, a, i, n):
+    """max(a[i, :n]) of a C-contiguous fp32 array as a scan with `>` would find it (NaNs skipped, -inf for none):
+    sixteen running maxima side by side, then theirs, then the last elements. A max is exact, so only a tie of
+    +0 and -0 could pick another of the two; the softmax subtracts the max, and x - 0 and x + 0 are the same bits
+    for every x but -0, whose exp is 1 either way."""
+
+    def codegen(context, builder, sig, args):
+        f32, W = ir.FloatType(), W_LANES
+        vec = ir.VectorType(f32, W)
+        arr = context.make_array(sig.args[0])(context, builder, args[0])
+        i_, n_ = (context.cast(builder, a_, t, types.intp) for a_, t in zip(args[1:], sig.args[1:]))
+        idx = n_.type
+        cols = cgutils.unpack_tuple(builder, arr.shape, 2)[1]
+        row = builder.gep(arr.data, [builder.mul(i_, cols)])
+        best = cgutils.alloca_once_value(builder, ir.Constant(vec, [float("-inf")] * W))
+        n_main = builder.mul(builder.sdiv(n_, idx(W)), idx(W))
+        with cgutils.for_range_slice(builder, idx(0), n_main, idx(W)) as (c, _):
+            v = builder.load(builder.bitcast(builder.gep(row, [c]), vec.as_pointer()), align=4)
+            m = builder.load(best)
+            builder.store(builder.select(builder.fcmp_ordered(">", v, m), v, m), best)
+        out = cgutils.alloca_once_value(builder, f32(float("-inf")))
+        lanes = builder.load(best)
+        for lane in range(W):
+            x, m = builder.extract_element(lanes, ir.IntType(32)(lane)), builder.load(out)
+            builder.store(builder.select(builder.fcmp_ordered(">", x, m), x, m), out)
+        with cgutils.for_range_slice(builder, n_main, n_, idx(1)) as (c, _):
+            x, m = builder.load(builder.gep(row, [c])), builder.load(out)
+            builder.store(builder.select(builder.fcmp_ordered(">", x, m), x, m), out)
+        return builder.load(out)
+
+    return types.float32(a, i, n), codegen
+
+
+@numba.njit(cache=True, boundscheck=False, nogil=True)
+def _scores(k, x, y, L):
+    """y[:, :L] = x k[:L]^T, each product the bits `_rows_block` gives it: two query rows and sixteen keys a step
+    (`kdots`) where the head is 64 or 128 wide (two rows measured faster than four, which spill registers), the
+    keys past the last sixteen and other widths one key at a time."""
+    rows, d = x.shape
+    blocks = L // W_LANES * W_LANES if d == 64 or d == 128 else 0
+    j = 0
+    while j < rows:
+        two = j + 2 <= rows
+        for o in range(0, blocks, W_LANES):
+            if d == 64:
+                if two:
+                    kdots2_64(k, x, y, o, j)
+                else:
+                    kdots1_64(k, x, y, o, j)
+            elif two:
+                kdots2_128(k, x, y, o, j)
+            else:
+                kdots1_128(k, x, y, o, j)
+        j += 2 if two else 1
+    _rows_block(k, x, y, blocks, L)
 
 
 @numba.njit(cache=True, boundscheck=False, nogil=True)
@@ -287,6 +409,22 @@ def visible(m, blocked, allow):
     return True
 
 
+@numba.njit(cache=True, boundscheck=False, nogil=True)
+def _sum4(e, total, i0, i1, C):
+    """total[i] = e[i, 0] + e[i, 1] + ... + e[i, C - 1], in that order, for i0 <= i < i1 <= i0 + 4: the rows' chains
+    side by side, each in a register."""
+    t0 = t1 = t2 = t3 = np.float32(0.0)
+    r1, r2, r3 = min(i0 + 1, i1 - 1), min(i0 + 2, i1 - 1), min(i0 + 3, i1 - 1)  # fewer rows: repeats, not stored
+    for c in range(C):
+        t0 += e[i0, c]
+        t1 += e[r1, c]
+        t2 += e[r2, c]
+        t3 += e[r3, c]
+    sums = (t0, t1, t2, t3)
+    for i in range(i1 - i0):
+        total[i0 + i] = sums[i]
+
+
 @numba.njit(parallel=True, cache=True, boundscheck=False, nogil=True)
 def attend(q, k, v, cap, L, allow, scale, out):
     """Attention of every (query head, query) pair on its own, in one fixed order: out[i, h] = sum_j p_j v_h'[j] over
@@ -294,13 +432,15 @@ def attend(q, k, v, cap, L, allow, scale, out):
     h' = h // (query heads per key/value head) and k_h' = k[h' cap : h' cap + L] (v the same). q (Hq, n, d), any
     strides, and out (n, Hq, d): fp32 or bf16 bits (int16), the model's dtype; k and v (Hkv cap, d), C-contiguous,
     fp32 or bf16 bits, key/value head h' in rows h' cap ... Everything inside is fp32, rounded once into out. The
-    dot products are the row kernel's (each in the declared order, whatever else its call holds). The visible keys
+    dot products are the row kernel's (each in the declared order, whatever else its call holds; sixteen keys' sums
+    formed side by side, `_scores`). The visible keys
     are then gathered in increasing j, and the max, the exp (`_exp_rows`), the softmax's sum and the weighted sum
     of values (`sums1`: one fma chain per column) run in that order, so a query's output depends neither on the
     other queries of the call nor on the keys it cannot see, nor on where in the cache its keys sit (a tree's nodes
     and the same tokens in a chain give the same bits). Work is shared only where that changes no rounding: over the
     keys every query sees (a verify's cached prefix) the queries' softmax sums run side by side and up to four
-    queries' weighted sums read each value row once, each chain then continued over the query's own keys."""
+    queries' weighted sums read each value row once, each chain then continued over the query's own keys; a max is
+    the same whatever order finds it (`_row_max`)."""
     Hq, n, d = q.shape
     G = Hq // (k.shape[0] // cap)
     shared = L  # keys 0 .. shared - 1: visible to every query (a verify's whole cached prefix)
@@ -315,17 +455,15 @@ def attend(q, k, v, cap, L, allow, scale, out):
         kh, vh = k[base : base + L], v[base : base + L]
         qh, sh = np.empty((n, d), np.float32), np.empty((n, L), np.float32)
         _to_f32(q[h], qh)
-        _rows_block(kh, qh, sh, 0, L)
+        _scores(kh, qh, sh, L)
         rows = np.empty((n, L), np.int64)
         e = np.empty((n, L), np.float32)
         count = np.empty(n, np.int64)
         total = np.zeros(n, np.float32)
         x = np.empty(L, np.float32)
         for i in range(n):
-            m = np.float32(-np.inf)  # max of the raw scores: scaling after is exact (monotone)
-            for j in range(shared):  # keys every query sees, in place in sh
-                if sh[i, j] > m:
-                    m = sh[i, j]
+            # max of the raw scores (scaling after is exact: monotone): first of the keys every query sees, in place
+            m = _row_max(sh, i, shared)
             C = shared
             for j in range(shared, L):  # then its own, gathered in increasing j
                 if allow[i, j]:
@@ -341,12 +479,13 @@ def attend(q, k, v, cap, L, allow, scale, out):
                 x[c] = x[c] * scale - m
             _exp_rows(x, e[i], C)
             count[i] = C
-        # the softmax's sums, each in increasing c: side by side over the shared keys (independent chains; one
-        # query's sum stays in a register)
+        # the softmax's sums, each in increasing c: over the shared keys four queries' side by side (independent
+        # chains in registers)
         lo = shared if n > 1 else 0
-        for c in range(lo):
-            for i in range(n):
-                total[i] += e[i, c]
+        i = 0
+        while i < n:
+            _sum4(e, total, i, min(n, i + 4), lo)
+            i += 4
         for i in range(n):
             t = total[i]
             for c in range(lo, count[i]):

@@ -48,6 +48,8 @@ def _allowed(module, mask, n: int, L: int, kwargs: dict) -> np.ndarray | None:
     if last is not None and last[0] is mask and last[1:4] == (version, n, L):
         return last[4]
     allow = _visible(mask, n, L)
+    if allow is not None:  # read-only, as `_causal`'s: one array type, so the kernel compiles once, at warm-up
+        allow.flags.writeable = False
     _last[0] = (mask, version, n, L, allow)
     return allow
 
@@ -101,7 +103,7 @@ def rows_attention(
     dtype = torch.bfloat16 if query.dtype == torch.bfloat16 else torch.float32
     out = torch.empty(1, n, Hq, d, dtype=dtype)
     _rowkernel_ir.attend(
-        _numpy(query[0].to(dtype)),
+        _numpy(query[0].to(dtype).contiguous()),  # one layout whatever the query count (one compiled kernel)
         _numpy(k),
         _numpy(v),
         k.shape[0] // key.shape[1],
