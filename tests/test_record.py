@@ -11,7 +11,7 @@ from specviz.core.config import DySpecConfig, RunConfig, SamplingConfig, SpecDec
 from specviz.core.sampling import make_rng, residual, warp
 from specviz.core.trace import ACCEPTED, REJECTED, GenerationTrace
 from specviz.engine.record import generate
-from specviz.engine.tops import top_pairs
+from specviz.engine.tops import top_k, top_pairs
 from specviz.methods.specdecpp.drafter import SpecDecPPDrafter
 from specviz.methods.specdecpp.head import AcceptanceHead
 from specviz.methods.specdecpp.inputs import CATALOG
@@ -157,3 +157,22 @@ def test_warped_top_pairs_are_sorted_and_drop_zeros():
     p = warp(torch.tensor([[3.0, 1.0, 2.0, -50.0]]), SamplingConfig(temperature=1.0, top_k=3))
     pairs = top_pairs(p, 4)[0]
     assert [t for t, _ in pairs] == [0, 2, 1] and sum(x for _, x in pairs) == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("V", [49152, 1000, 200, 5])
+def test_top_k_over_the_best_blocks_is_torchs_top_k(V):
+    """The top k of a vocabulary found within its blocks of largest maxima: torch.topk's values, and distinct token
+    ids holding them (equal values may come in another order), with the top entries in one block or spread over
+    many, and k past the vocabulary or the number of blocks."""
+    g = torch.Generator().manual_seed(V)
+    rows = torch.softmax(torch.randn(4, V, generator=g) * 3, -1)
+    rows[1, 7 : min(V, 15)] += 1.0  # eight neighbours on top: one block holds the whole top
+    rows[2, torch.randperm(V, generator=g)[: min(V, 30)]] = 0.0  # zeros, as outside a draft's support
+    for k in (1, 8, 20):
+        vals, ids = top_k(rows, k)
+        ref_vals, ref_ids = torch.topk(rows, min(k, V), dim=-1)
+        assert torch.equal(vals, ref_vals) and torch.equal(rows.gather(1, ids), vals)
+        assert all(len(set(r)) == len(r) for r in ids.tolist())
+        around = torch.topk(rows, min(k + 1, V), dim=-1).values  # the top and the next: no two equal, no choice
+        untied = [i for i in range(4) if len(set(around[i].tolist())) == around.shape[1]]
+        assert torch.equal(ids[untied], ref_ids[untied])
