@@ -36,6 +36,23 @@ def test_exp_is_accurate_and_the_same_in_any_lane():
         assert np.array_equal(part, e[lo : lo + n])
 
 
+@numba.njit
+def exp_shifted(s, e, i, C, scale, m):
+    ir._exp_shifted(s, e, i, C, scale, m)
+
+
+def test_the_softmax_exp_scales_and_shifts_each_score_first():
+    """exp(s scale - m) of a row of scores: the bits of the exp of s scale - m rounded in float32 first."""
+    g = np.random.default_rng(4)
+    s = (g.standard_normal((3, 50)) * 4).astype(np.float32)
+    scale, m = np.float32(0.125), np.float32(s[1].max() * np.float32(0.125))
+    e = np.full((3, 50), -1.0, np.float32)
+    exp_shifted(s, e, 1, 37, scale, m)
+    ref = np.empty(37, np.float32)
+    ir._exp_rows(s[1, :37] * scale - m, ref, 37)
+    assert np.array_equal(e[1, :37], ref) and (e[1, 37:] == -1).all() and (e[[0, 2]] == -1).all()
+
+
 @pytest.mark.parametrize("bf16", [False, True])
 def test_weighted_rows_is_a_fixed_fma_chain_per_column(bf16):
     """acc[t] = sum_c e[c] v[rows[c], t]: close to float64, and a column's bits are the same whatever the width

@@ -336,25 +336,75 @@ _LOG2E, _LN2_HI, _LN2_LO = np.float32(1.4426950408889634), np.float32(0.69335937
 _EXP_C = tuple(np.float32(1.0 / f) for f in (5040.0, 720.0, 120.0, 24.0, 6.0, 2.0, 1.0, 1.0))
 
 
+@intrinsic
+def _exp_shifted(typingctx, s, e, i, C, scale, m):
+    """e[i, c] = exp(s[i, c] scale - m) for c < C (s[i, c] scale <= m), s and e (rows, *) C-contiguous fp32: with
+    x = s scale - m, 2^t e^r, t = round(x log2 e), r = x - t ln 2 (two parts), e^r by its degree-7 Taylor
+    polynomial (relative error under 1e-7 for |r| <= ln 2 / 2) and 2^t added to the exponent bits. Sixteen
+    elements a vector step, then one at a time, every element the same sequence of plain float32 operations (no
+    fma, no reassociation), so its value is the same in a vector lane or in the tail."""
+
+    def codegen(context, builder, sig, args):
+        f32, i32, W = ir.FloatType(), ir.IntType(32), W_LANES
+        sa, ea = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:2], args[:2]))
+        i_, C_ = (context.cast(builder, a, t, types.intp) for a, t in zip(args[2:4], sig.args[2:4]))
+        scale_, m_ = args[4], args[5]
+        idx = C_.type
+        s_row = builder.gep(sa.data, [builder.mul(i_, cgutils.unpack_tuple(builder, sa.shape, 2)[1])])
+        e_row = builder.gep(ea.data, [builder.mul(i_, cgutils.unpack_tuple(builder, ea.shape, 2)[1])])
+
+        def block(c, lanes):
+            vec = ir.VectorType(f32, lanes) if lanes > 1 else f32
+            ivec = ir.VectorType(i32, lanes) if lanes > 1 else i32
+
+            def const(x, t=vec, base=f32):
+                return ir.Constant(t, [base(float(x) if base is f32 else int(x))] * lanes) if lanes > 1 else base(x)
+
+            def splat(v):
+                if lanes == 1:
+                    return v
+                out = ir.Constant(vec, ir.Undefined)
+                for lane in range(lanes):
+                    out = builder.insert_element(out, v, i32(lane))
+                return out
+
+            ptr = builder.gep(s_row, [c])
+            x = builder.load(builder.bitcast(ptr, vec.as_pointer()) if lanes > 1 else ptr, align=4)
+            x = builder.fsub(builder.fmul(x, splat(scale_)), splat(m_))
+            y = builder.select(builder.fcmp_ordered(">", x, const(-87.0)), x, const(-87.0))
+            floor = cgutils.get_or_insert_function(
+                builder.module,
+                ir.FunctionType(vec, [vec]),
+                f"llvm.floor.v{lanes}f32" if lanes > 1 else "llvm.floor.f32",
+            )
+            k = builder.call(floor, [builder.fadd(builder.fmul(y, const(_LOG2E)), const(0.5))])
+            r = builder.fsub(builder.fsub(y, builder.fmul(k, const(_LN2_HI))), builder.fmul(k, const(_LN2_LO)))
+            p = const(_EXP_C[0])
+            for a in _EXP_C[1:]:
+                p = builder.fadd(builder.fmul(p, r), const(a))
+            two_t = builder.shl(builder.fptosi(k, ivec), const(23, ivec, i32))
+            out = builder.bitcast(builder.add(builder.bitcast(p, ivec), two_t), vec)
+            dst = builder.gep(e_row, [c])
+            builder.store(out, builder.bitcast(dst, vec.as_pointer()) if lanes > 1 else dst, align=4)
+
+        n_main = builder.mul(builder.sdiv(C_, idx(W)), idx(W))
+        with cgutils.for_range_slice(builder, idx(0), n_main, idx(W)) as (c, _):
+            block(c, W)
+        with cgutils.for_range_slice(builder, n_main, C_, idx(1)) as (c, _):
+            block(c, 1)
+        return context.get_dummy_value()
+
+    return types.void(s, e, i, C, scale, m), codegen
+
+
+_LOG2E, _LN2_HI, _LN2_LO = np.float32(1.4426950408889634), np.float32(0.693359375), np.float32(-2.12194440e-4)
+_EXP_C = tuple(np.float32(1.0 / f) for f in (5040.0, 720.0, 120.0, 24.0, 6.0, 2.0, 1.0, 1.0))
+
+
 @numba.njit(cache=True, boundscheck=False, nogil=True)
 def _exp_rows(x, e, C):
-    """e[c] = exp(x[c]) for c < C, x <= 0: 2^t e^r, t = round(x log2 e), r = x - t ln 2 (two parts), e^r by its
-    degree-7 Taylor polynomial (relative error under 1e-7 for |r| <= ln 2 / 2) and 2^t added to the exponent bits.
-    Plain float32 operations, one element at a time in the source, so the compiler vectorises the loops without
-    changing a rounding: an element's value is the same in a vector lane or in the scalar tail."""
-    t = np.empty(C, np.int32)
-    for c in range(C):
-        y = x[c] if x[c] > np.float32(-87.0) else np.float32(-87.0)
-        k = np.floor(y * _LOG2E + np.float32(0.5))
-        r = (y - k * _LN2_HI) - k * _LN2_LO
-        p = _EXP_C[0]
-        for a in _EXP_C[1:]:
-            p = p * r + a
-        e[c] = p
-        t[c] = np.int32(k)
-    bits = e[:C].view(np.int32)
-    for c in range(C):
-        bits[c] += t[c] << 23
+    """e[c] = exp(x[c]) for c < C, x <= 0, as `_exp_shifted` computes it (x 1 - 0 is x)."""
+    _exp_shifted(x.reshape(1, x.shape[0]), e.reshape(1, e.shape[0]), 0, C, np.float32(1.0), np.float32(0.0))
 
 
 def _to_f32(src, dst):
@@ -434,7 +484,7 @@ def attend(q, k, v, cap, L, allow, scale, out):
     fp32 or bf16 bits, key/value head h' in rows h' cap ... Everything inside is fp32, rounded once into out. The
     dot products are the row kernel's (each in the declared order, whatever else its call holds; sixteen keys' sums
     formed side by side, `_scores`). The visible keys
-    are then gathered in increasing j, and the max, the exp (`_exp_rows`), the softmax's sum and the weighted sum
+    are then gathered in increasing j, and the max, the exp (`_exp_shifted`), the softmax's sum and the weighted sum
     of values (`sums1`: one fma chain per column) run in that order, so a query's output depends neither on the
     other queries of the call nor on the keys it cannot see, nor on where in the cache its keys sit (a tree's nodes
     and the same tokens in a chain give the same bits). Work is shared only where that changes no rounding: over the
@@ -460,24 +510,18 @@ def attend(q, k, v, cap, L, allow, scale, out):
         e = np.empty((n, L), np.float32)
         count = np.empty(n, np.int64)
         total = np.zeros(n, np.float32)
-        x = np.empty(L, np.float32)
         for i in range(n):
             # max of the raw scores (scaling after is exact: monotone): first of the keys every query sees, in place
             m = _row_max(sh, i, shared)
             C = shared
-            for j in range(shared, L):  # then its own, gathered in increasing j
+            for j in range(shared, L):  # then its own, gathered in increasing j, moved up in place (C <= j)
                 if allow[i, j]:
                     rows[i, C] = j
-                    x[C] = sh[i, j]
-                    if x[C] > m:
-                        m = x[C]
+                    sh[i, C] = sh[i, j]
+                    if sh[i, C] > m:
+                        m = sh[i, C]
                     C += 1
-            m = m * scale
-            for c in range(shared):
-                x[c] = sh[i, c] * scale - m
-            for c in range(shared, C):
-                x[c] = x[c] * scale - m
-            _exp_rows(x, e[i], C)
+            _exp_shifted(sh, e, i, C, scale, m * scale)
             count[i] = C
         # the softmax's sums, each in increasing c: over the shared keys four queries' side by side (independent
         # chains in registers)
