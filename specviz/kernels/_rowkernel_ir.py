@@ -68,6 +68,17 @@ def _halve_groups(builder, vectors: list, width: int):
     return v
 
 
+def _product_args(context, builder, sig, args, P: int):
+    """The arguments (w, x, y, o, j) of a product intrinsic: w's and y's arrays, o and j, the input and output widths
+    and pointers to x's rows j .. j + P - 1."""
+    wa, xa, ya = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:3], args[:3]))
+    o_, j_ = (context.cast(builder, a, t, types.intp) for a, t in zip(args[3:], sig.args[3:]))
+    n_in = cgutils.unpack_tuple(builder, wa.shape, 2)[1]
+    n_out = cgutils.unpack_tuple(builder, ya.shape, 2)[1]
+    x_rows = [builder.gep(xa.data, [builder.mul(builder.add(j_, n_in.type(p)), n_in)]) for p in range(P)]
+    return wa, ya, o_, j_, n_in, n_out, x_rows
+
+
 def _dot_rows(P: int):
     """A numba intrinsic dots(w, x, y, o, j): y[j + p, o] = w[o] . x[j + p] for p < P, in the fixed order.
 
@@ -84,13 +95,9 @@ def _dot_rows(P: int):
     @intrinsic
     def dots(typingctx, w, x, y, o, j):
         def codegen(context, builder, sig, args):
-            wa, xa, ya = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:3], args[:3]))
-            o_, j_ = (context.cast(builder, a, t, types.intp) for a, t in zip(args[3:], sig.args[3:]))
-            n_in = cgutils.unpack_tuple(builder, wa.shape, 2)[1]
-            n_out = cgutils.unpack_tuple(builder, ya.shape, 2)[1]
+            wa, ya, o_, j_, n_in, n_out, x_rows = _product_args(context, builder, sig, args, P)
             idx = n_in.type
             w_row = builder.gep(wa.data, [builder.mul(o_, n_in)])
-            x_rows = [builder.gep(xa.data, [builder.mul(builder.add(j_, idx(p)), n_in)]) for p in range(P)]
             fma_v, fma_s = _fma(builder, wide), _fma(builder, f32)
             load_wv, load_w = _widening_loads(builder, sig.args[0].dtype != types.float32, W)  # bf16 bits: widen
 
@@ -144,12 +151,8 @@ def _dot_keys(P: int, chunks: int):
     @intrinsic
     def kdots(typingctx, w, x, y, o, j):
         def codegen(context, builder, sig, args):
-            wa, xa, ya = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:3], args[:3]))
-            o_, j_ = (context.cast(builder, a, t, types.intp) for a, t in zip(args[3:], sig.args[3:]))
-            n_in = cgutils.unpack_tuple(builder, wa.shape, 2)[1]
-            n_out = cgutils.unpack_tuple(builder, ya.shape, 2)[1]
+            wa, ya, o_, j_, n_in, n_out, x_rows = _product_args(context, builder, sig, args, P)
             idx = n_in.type
-            x_rows = [builder.gep(xa.data, [builder.mul(builder.add(j_, idx(p)), n_in)]) for p in range(P)]
             fma_v = _fma(builder, wide)
             load_wv = _widening_loads(builder, sig.args[0].dtype != types.float32, W)[0]
             zero = ir.Constant(wide, [0.0] * W)
