@@ -131,7 +131,7 @@ dots4, dots2, dots1 = _dot_rows(4), _dot_rows(2), _dot_rows(1)
 
 def _sum_pairs(builder, x, y, keys: int):
     """One step of the declared lane sum for several products at once: x and y hold `keys` products' partial sums
-    each, w = 16 / keys lanes a product, side by side; the result holds all 2 keys products, x's first, each with
+    each, w = 16 / keys lanes a product, side by side; the result holds those 2 x keys products, x's first, each with
     w / 2 lanes, lane i the sum of its lanes i and i + w / 2 (the step `_halve_groups` takes for one product)."""
     w = W_LANES // keys
     first = [b * W_LANES + g * w + i for b in range(2) for g in range(keys) for i in range(w // 2)]
