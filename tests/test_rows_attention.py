@@ -165,11 +165,12 @@ def test_scores_sixteen_keys_at_a_time_keep_each_products_bits(bf16, d):
 
 
 @pytest.mark.parametrize("n", [2, 5, 16])
-def test_attend_gives_each_query_its_bits_alone(n):
+@pytest.mark.parametrize("Hq, Hkv, d", [(9, 3, 64), (4, 2, 128)])
+def test_attend_gives_each_query_its_bits_alone(n, Hq, Hkv, d):
     """Queries attending together (the verify's shared prefix, then each its own keys) get, bit for bit, what each
-    gets alone: bf16, heads 64 wide, three query heads to a key/value head, as in the default target."""
+    gets alone: bf16, heads 64 wide with three query heads to a key/value head (the default target) or 128 wide."""
     g = torch.Generator().manual_seed(n)
-    Hq, Hkv, d, L = 9, 3, 64, 120
+    L = 120
     q = torch.randn(Hq, n, d, generator=g).bfloat16().view(torch.int16).numpy()
     k, v = (torch.randn(Hkv * L, d, generator=g).bfloat16().view(torch.int16).numpy() for _ in range(2))
     allow = np.tril(np.ones((n, L), np.bool_), L - n)
