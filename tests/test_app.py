@@ -13,7 +13,7 @@ import httpx
 import pytest
 from app_server import DTYPE, app_url  # noqa: E402
 
-from specviz.app import session  # noqa: E402
+from specviz.app import exports, session  # noqa: E402
 from specviz.app import ui as app  # noqa: E402
 from specviz.core.config import RunConfig  # noqa: E402
 
@@ -348,13 +348,13 @@ def test_keyword_call_from_the_api_docs(client):
 def test_an_export_file_removed_by_another_run_is_skipped(tmp_path, monkeypatch):
     """Runs clean old exports as they start; a file another visitor's run removed between the listing and its
     age check is skipped, not a failed run."""
-    monkeypatch.setattr(app, "EXPORTS", tmp_path)
+    monkeypatch.setattr(exports, "FOLDER", tmp_path)
     old = tmp_path / "specviz-chain-old.json"
     old.write_text("{}")
-    stale = time.time() - app.EXPORT_TTL_S - 60
+    stale = time.time() - exports.TTL_S - 60
     os.utime(old, (stale, stale))
     gone = tmp_path / "specviz-chain-gone.json"
     real_glob = Path.glob
     monkeypatch.setattr(Path, "glob", lambda self, pat: [gone, *real_glob(self, pat)])
-    path = app.export_path("chain")
+    path = exports.path("chain")
     assert path.parent == tmp_path and not old.exists()

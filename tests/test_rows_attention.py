@@ -1,4 +1,4 @@
-"""The pieces of the batch-invariant attention (`rows_attention`, `_rowkernel_ir.attend`): exp, weighted sums,
+"""The pieces of the batch-invariant attention (`rows_attention`, `_attention_ir.attend`): exp, weighted sums,
 rounding, masks, and a query's output where its keys sit anywhere in the cache."""
 
 import numpy as np
@@ -7,7 +7,8 @@ import torch
 
 numba = pytest.importorskip("numba")
 from specviz import kernels  # noqa: E402
-from specviz.kernels import _rowkernel_ir as ir  # noqa: E402
+from specviz.kernels import _attention_ir as ir  # noqa: E402
+from specviz.kernels._rowkernel_ir import _rows_block  # noqa: E402
 from specviz.kernels.attention import _allowed  # noqa: E402
 
 
@@ -15,6 +16,11 @@ from specviz.kernels.attention import _allowed  # noqa: E402
 def weighted_rows(acc, v, rows, e, C):  # one query's chains from zero; the intrinsic runs inside compiled code only
     acc[:] = 0.0
     ir.sums1(acc.reshape(1, acc.shape[0]), v, rows, e[:C].reshape(1, C), 0, C)
+
+
+@numba.njit
+def exp_rows(x, e, C):  # e[c] = exp(x[c]), c < C: the softmax's exp unscaled, unshifted (x 1 - 0 is x)
+    ir._exp_shifted(x.reshape(1, x.shape[0]), e.reshape(1, e.shape[0]), 0, C, np.float32(1.0), np.float32(0.0))
 
 
 @numba.njit
@@ -28,11 +34,11 @@ def test_exp_is_accurate_and_the_same_in_any_lane():
     x = -np.random.default_rng(0).random(1003).astype(np.float32) * 87
     x[:3] = (0.0, -1e-7, -87.0)
     e = np.empty_like(x)
-    ir._exp_rows(x, e, len(x))
+    exp_rows(x, e, len(x))
     assert np.abs(e / np.exp(x.astype(np.float64)) - 1).max() < 2e-7
     for lo, n in ((1, 17), (5, 3), (0, 1), (7, 900)):
         part = np.empty(n, np.float32)
-        ir._exp_rows(x[lo : lo + n].copy(), part, n)
+        exp_rows(x[lo : lo + n].copy(), part, n)
         assert np.array_equal(part, e[lo : lo + n])
 
 
@@ -49,7 +55,7 @@ def test_the_softmax_exp_scales_and_shifts_each_score_first():
     e = np.full((3, 50), -1.0, np.float32)
     exp_shifted(s, e, 1, 37, scale, m)
     ref = np.empty(37, np.float32)
-    ir._exp_rows(s[1, :37] * scale - m, ref, 37)
+    exp_rows(s[1, :37] * scale - m, ref, 37)
     assert np.array_equal(e[1, :37], ref) and (e[1, 37:] == -1).all() and (e[[0, 2]] == -1).all()
 
 
@@ -159,7 +165,7 @@ def test_scores_sixteen_keys_at_a_time_keep_each_products_bits(bf16, d):
             fast, alone = np.empty((n, L), np.float32), np.empty((n, L), np.float32)
             ir._scores(k, x, fast, L)
             for i in range(n):
-                ir._rows_block(k, x[i : i + 1], alone[i : i + 1], 0, L)
+                _rows_block(k, x[i : i + 1], alone[i : i + 1], 0, L)
             assert np.array_equal(fast.view(np.int32), alone.view(np.int32))
             assert np.abs(fast - x.astype(np.float64) @ k32[:L].T.astype(np.float64)).max() < 1e-4
 

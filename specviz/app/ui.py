@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import html
 import os
-import tempfile
 import threading
 import time
-import uuid
 from contextlib import closing
-from pathlib import Path
 
 import gradio as gr
 
 from specviz.analysis.metrics import speedup, summarize
-from specviz.app import inspector, promptset, session
+from specviz.app import exports, inspector, promptset, session
 from specviz.app.inputs import make_prompt, make_run
 from specviz.app.theme import CLICK_JS, CSS, HEADER
 from specviz.core.assets import TRACES
@@ -54,8 +51,6 @@ from specviz.viz.tree import showcase_round
 
 RUN, MODEL = RunConfig(), ModelConfig()
 STREAM_EVERY_S = 0.3
-EXPORTS = Path(tempfile.gettempdir()) / "specviz-exports"
-EXPORT_TTL_S = 3600
 STATE_TTL_S = 3600
 ENDINGS = {"length": "reached max new tokens", "eos": "the model ended its answer"}
 
@@ -66,24 +61,11 @@ def _drafted_by(trace) -> str:
     return {"eagle": ", drafted by the EAGLE drafter", "model": ", drafted by the standalone draft"}.get(kind, "")
 
 
-def export_path(method: str) -> Path:
-    """A fresh file for one run's trace (rewritten as the run grows, so Stop keeps a valid file); files older
-    than EXPORT_TTL_S are removed (a file another visitor's run removed first is skipped)."""
-    EXPORTS.mkdir(exist_ok=True)
-    for old in EXPORTS.glob("*.json"):
-        try:
-            if time.time() - old.stat().st_mtime > EXPORT_TTL_S:
-                old.unlink(missing_ok=True)
-        except FileNotFoundError:
-            continue
-    return EXPORTS / f"specviz-{method}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.json"
-
-
 def build_ui() -> gr.Blocks:
     method_choices = [(label(m), m) for m in METHODS]
     examples = session.example_prompts()
     recorded = session.recorded()
-    with gr.Blocks(title="specviz: speculative decoding, round by round", delete_cache=(3600, EXPORT_TTL_S)) as demo:
+    with gr.Blocks(title="specviz: speculative decoding, round by round", delete_cache=(3600, exports.TTL_S)) as demo:
         st_trace = gr.State(None, time_to_live=STATE_TTL_S)  # per visitor; freed an hour after its last use
         st_base = gr.State(None, time_to_live=STATE_TTL_S)
         st_open = gr.State([], time_to_live=STATE_TTL_S)  # the folded groups opened by a click
@@ -331,7 +313,7 @@ def build_ui() -> gr.Blocks:
                 )
                 model = session.model_config(pair, dtype, target, draft)
                 yield {status: f"Running **{label(method)}** … (the first round includes the prompt's prefill)"}
-                trace, shown, path = None, 0.0, export_path(method)
+                trace, shown, path = None, 0.0, exports.path(method)
                 with closing(session.stream(text, run, model)) as traces:  # Stop closes it: frees the model
                     for trace in traces:
                         if time.monotonic() - shown < STREAM_EVERY_S:
@@ -467,7 +449,7 @@ def build_ui() -> gr.Blocks:
             picked = promptset.pick(rs, evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index)
             if picked is None:
                 return {status: gr.skip()}
-            path = export_path(picked.trace.method)
+            path = exports.path(picked.trace.method)
             path.write_text(session.dump(picked.trace), encoding="utf-8")
             return render(picked.trace, None, promptset.picked_note(picked), path)
 

@@ -1,7 +1,8 @@
 """specviz's compute kernels: few-row linear products and batch-invariant attention for CPU decoding.
 
 `linear` installs them on a model (skinny / half-row / int8 products); `attention` holds the attention
-functions registered with transformers; `rowkernel` and `_rowkernel_ir` are the numba row kernel.
+functions registered with transformers; `rowkernel` and `_rowkernel_ir` are the numba row kernel, `_attention_ir`
+the invariant attention built on it.
 """
 
 from specviz.kernels.attention import ROWS_MAX_QUERIES, rows_attention, sdpa_gqa

@@ -63,10 +63,10 @@ def _visible(mask: torch.Tensor, n: int, L: int) -> np.ndarray | None:
     m = mask[0, 0, :, :L]  # (n, L): bool or additive
     if m.dtype == torch.bool:
         return m.contiguous().numpy()
-    from specviz.kernels import _rowkernel_ir
+    from specviz.kernels import _attention_ir
 
     allow = np.empty((n, L), np.bool_)
-    return allow if _rowkernel_ir.visible(m.float().numpy(), np.float32(torch.finfo(m.dtype).min / 2), allow) else None
+    return allow if _attention_ir.visible(m.float().numpy(), np.float32(torch.finfo(m.dtype).min / 2), allow) else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -84,11 +84,11 @@ def rows_attention(
 
     PyTorch's fused kernel is not (a query among 4 differs from the same query alone by 4e-7 in fp32 and by one
     bf16 step, 1e-3, in bf16), and in bf16 that is enough to flip greedy tokens on most prompts. Here every
-    (head, query) pair runs on its own in the row kernel's module (`_rowkernel_ir.attend`): the scores are the row
-    kernel's dot products; the keys the query may see are gathered in increasing position and the softmax and the
-    weighted sum of values run in that order, so neither the other queries, nor the keys it cannot see (masked, or
-    past its own position in a wider forward), nor where its keys sit in the cache (a tree's scattered path, a
-    chain's contiguous one) change a bit of its output. fp32 inside, rounded once to the model's dtype. It costs a
+    (head, query) pair runs on its own (`_attention_ir.attend`): the scores are the row kernel's dot products; the
+    keys the query may see are gathered in increasing position and the softmax and the weighted sum of values run
+    in that order, so neither the other queries, nor the keys it cannot see (masked, or past its own position in a
+    wider forward), nor where its keys sit in the cache (a tree's scattered path, a chain's contiguous one) change
+    a bit of its output. fp32 inside, rounded once to the model's dtype. It costs a
     few ms a forward more than the fused kernel (measured on a Xeon with AMX: assets/bench/README.md). Wider
     forwards (prefills), a batch of several sequences and autograd keep `sdpa_gqa`."""
     B, Hq, n, d = query.shape
@@ -98,11 +98,11 @@ def rows_attention(
     if allow is None:
         return sdpa_gqa(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
     k, v = (_heads_as_rows(t) for t in (key, value))  # (Hkv cap, d), cap rows a head
-    from specviz.kernels import _rowkernel_ir
+    from specviz.kernels import _attention_ir
 
     dtype = torch.bfloat16 if query.dtype == torch.bfloat16 else torch.float32
     out = torch.empty(1, n, Hq, d, dtype=dtype)
-    _rowkernel_ir.attend(
+    _attention_ir.attend(
         _numpy(query[0].to(dtype).contiguous()),  # one layout whatever the query count (one compiled kernel)
         _numpy(k),
         _numpy(v),

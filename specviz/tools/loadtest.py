@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 from gradio_client import Client, handle_file
 
-from specviz.app import session, ui
+from specviz.app import exports, session
 from specviz.core.args import output_file, positive
 from specviz.core.config import RunConfig
 from specviz.core.output import replacing
@@ -114,14 +114,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=output_file, default=None, help="also write the record here (JSON)")
     a = ap.parse_args(argv)
     gradio_cache = Path(os.environ.get("GRADIO_TEMP_DIR", Path(tempfile.gettempdir()) / "gradio"))
-    cache_before, export_before = folder_mb(gradio_cache), folder_mb(ui.EXPORTS)
+    cache_before, export_before = folder_mb(gradio_cache), folder_mb(exports.FOLDER)
     url = screenshot.serve()
     trace_file = next(iter(session.recorded().values()))
     result = {
         "concurrent": concurrent(url, a.clients, a.requests),
         "cancel": [cancel(url, compare=False), cancel(url, compare=True)],
         "memory": memory(url, a.memory_requests, trace_file),
-        "export_folder_mb_added": round(folder_mb(ui.EXPORTS) - export_before, 2),
+        "export_folder_mb_added": round(folder_mb(exports.FOLDER) - export_before, 2),
         "gradio_cache_mb_added": round(folder_mb(gradio_cache) - cache_before, 2),
     }
     text = json.dumps(result, indent=1)
