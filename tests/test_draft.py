@@ -154,6 +154,27 @@ def test_eagle_training_lowers_loss_and_resumes(tmp_path, ctx):
         assert torch.equal(p, q), n
 
 
+def test_bf16_training_follows_fp32_and_keeps_fp32_weights(tmp_path):
+    """`bf16`: the forward and backward run under bf16 autocast (the matmuls take the CPU's bf16 path), the
+    weights and Adam's moments stay fp32, and the losses track an fp32 run of the same schedule."""
+    from specviz.models.eagle import build_eagle
+    from specviz.train.config import EagleTrainConfig
+
+    m = tiny_llama(vocab=64, layers=2, hidden=32)
+    data = _data(m)
+    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
+    ids_v = head_ids(data.responses(), 32, {2})
+    runs = {}
+    for bf16 in (False, True):
+        cfg = EagleTrainConfig(steps=24, batch_tokens=100, checkpoint_every=12, lr=3e-3, warmup=3, bf16=bf16)
+        model = build_eagle(m)
+        runs[bf16] = eagle_train.train(model, data, feats, data, feats, ids_v, cfg, tmp_path / f"{bf16}.ckpt")
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert runs[True][-1]["loss"] < runs[True][1]["loss"]
+    for a, b in zip(runs[False][1:], runs[True][1:]):
+        assert b["loss"] == pytest.approx(a["loss"], rel=0.05)
+
+
 def test_eagle_training_with_the_copy_input(tmp_path):
     """--copy-input widens a drafter with a zero block (step 0 = the drafter it continues); training then moves
     the block and the gains, and the card says which stage added the input."""
@@ -337,17 +358,21 @@ def test_coverage_counts_head_ids_and_the_context_before_each_token():
     }  # 4 in the head, 7 in the context, 30 in neither
 
 
-@pytest.mark.parametrize("minutes", [1e-9, 60.0], ids=["timed-checkpoints", "step-checkpoints"])
-def test_an_eagle_run_cut_short_resumes_to_the_same_bits(tmp_path, monkeypatch, minutes):
+@pytest.mark.parametrize(
+    ("minutes", "bf16"),
+    [(1e-9, False), (60.0, False), (60.0, True)],
+    ids=["timed-checkpoints", "step-checkpoints", "bf16-autocast"],
+)
+def test_an_eagle_run_cut_short_resumes_to_the_same_bits(tmp_path, monkeypatch, minutes, bf16):
     """A run stopped mid-way (after a checkpoint by wall time, or by step count) and started again ends with the
     same weights, Adam moments and history as one that never stopped: the noise generator, the smoothed loss and
-    the step travel in the checkpoint, the data order is the seed's."""
+    the step travel in the checkpoint, the data order is the seed's. Under bf16 autocast too."""
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
     feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
     ids_v = head_ids(data.responses(), 32, {2})
     cfg = EagleTrainConfig(
-        steps=20, batch_tokens=100, checkpoint_every=8, checkpoint_minutes=minutes, lr=3e-3, warmup=3
+        steps=20, batch_tokens=100, checkpoint_every=8, checkpoint_minutes=minutes, lr=3e-3, warmup=3, bf16=bf16
     )
     whole = build_eagle(m)
     hist = eagle_train.train(whole, data, feats, data, feats, ids_v, cfg, tmp_path / "whole.ckpt")

@@ -82,6 +82,7 @@ class DraftTrainConfig:
     warmup: int = 30
     checkpoint_every: int = 50
     checkpoint_minutes: float = 5.0  # a checkpoint (no evaluation) at least this often, for a run cut short
+    bf16: bool = False  # forward and backward under bf16 autocast (weights and Adam stay fp32); see train/loop.py
     heldout_fraction: float = 0.03
     eval_prompts: int = 40
     seed: int = 0
@@ -132,6 +133,7 @@ class EagleTrainConfig:
     # 30 chosen by measurement (assets/experiments/eagle-copy-input)
     checkpoint_every: int = 25
     checkpoint_minutes: float = 5.0  # a checkpoint (no evaluation) at least this often, for a run cut short
+    bf16: bool = False  # forward and backward under bf16 autocast (weights and Adam stay fp32); see train/loop.py
     heldout_fraction: float = 0.03
     eval_prompts: int = 40
     seed: int = 0
@@ -157,3 +159,8 @@ class EagleTrainConfig:
         )
         _check(0 < self.copy_gain <= 1000, f"need 0 < copy gain <= 1000, got {self.copy_gain}")
         _check(self.checkpoint_minutes > 0, f"need checkpoint minutes > 0, got {self.checkpoint_minutes}")
+
+
+def precision(cfg: DraftTrainConfig | EagleTrainConfig) -> str:
+    """How a run's steps computed (`bf16`), as its model card says it."""
+    return "bf16 autocast (fp32 weights and Adam)" if cfg.bf16 else "fp32"

@@ -30,7 +30,7 @@ from specviz.train import answers as answers_mod
 from specviz.train import corpus, draft_eval, selfprompts, sharegpt
 from specviz.train.answers import ANSWERS, ANSWERS_HELP
 from specviz.train.broad_prompts import broad
-from specviz.train.config import DraftTrainConfig
+from specviz.train.config import DraftTrainConfig, precision
 from specviz.train.data import SHARD_SIZE, build_shards, merge
 from specviz.train.draft import build_draft, head_ids, save_draft, train
 from specviz.train.prompts import compose, with_documents
@@ -60,6 +60,8 @@ def parse(argv) -> tuple[argparse.Namespace, DraftTrainConfig]:
                 default=",".join(map(str, d.init_layers)),
                 help="target layers the draft starts from, e.g. 0 or 0,29",
             )
+        elif isinstance(getattr(d, f.name), bool):
+            ap.add_argument("--" + f.name.replace("_", "-"), action="store_true")
         else:
             ap.add_argument("--" + f.name.replace("_", "-"), type=type(getattr(d, f.name)), default=getattr(d, f.name))
     a = ap.parse_args(argv)
@@ -239,7 +241,7 @@ assisted generation can use the same weights with the full tied head (load throu
   for training, {facts["held_seqs"]} sequences held out for validation.
 - loss: cross-entropy to the target's top-{cfg.top_k} distribution renormalised over the reduced vocabulary.
 - optimisation: AdamW (betas 0.9 / 0.98), lr {cfg.lr} with {cfg.warmup} warm-up steps and cosine decay to 10 %,
-  {cfg.steps} steps of <= {cfg.batch_tokens} tokens, grad clip 1.0, fp32 on CPU.
+  {cfg.steps} steps of <= {cfg.batch_tokens} tokens, grad clip 1.0, {precision(cfg)} on CPU.
 - time on the training machine ({facts["threads"]} CPU threads, shared with other jobs): data stage
   {facts["data_min"]:.1f} min (shards already in the --work cache are reused, not regenerated), training
   {facts["train_min"]:.1f} min. Validation agreement (teacher-forced, composed prompts):
@@ -289,7 +291,7 @@ def main(argv=None) -> None:
     key = (
         f"L{'-'.join(map(str, cfg.init_layers))}-h{cfg.head_size}-s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}"
         f"{f'-broad{cfg.broad_prompts}' if cfg.broad_prompts else ''}"
-        f"{f'-real{cfg.real_prompts}' if cfg.real_prompts else ''}-seed{cfg.seed}"
+        f"{f'-real{cfg.real_prompts}' if cfg.real_prompts else ''}{'-bf16' if cfg.bf16 else ''}-seed{cfg.seed}"
     )
     ckpt = work / f"draft-{key}-n{len(data)}.ckpt.safetensors"
     history = train(draft, data, held, ids_v, cfg, ckpt, on_checkpoint=lambda: save_draft(draft, ids_v, out))

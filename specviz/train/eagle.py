@@ -337,7 +337,8 @@ def main(argv=None) -> None:
         f"{'warm-' + digest_file(Path(a.warm_start) / 'eagle.safetensors') + '-' if a.warm_start else ''}"
         f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-wu{cfg.warmup}-n{cfg.noise}-w{cfg.feat_weight}"
         f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
-        f"{'-ctx' if cfg.context_vocab else ''}-data{cfg.greedy_prompts}.{cfg.sampled_prompts}.{cfg.doc_prompts}"
+        f"{'-ctx' if cfg.context_vocab else ''}{'-bf16' if cfg.bf16 else ''}"
+        f"-data{cfg.greedy_prompts}.{cfg.sampled_prompts}.{cfg.doc_prompts}"
         f".{cfg.broad_prompts}.{cfg.self_prompts}.{cfg.real_prompts}.{cfg.fixed_prompts}-seed{cfg.seed}"
     )
     ckpt = work / f"eagle-{key}-n{len(data)}.ckpt.safetensors"

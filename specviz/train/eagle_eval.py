@@ -19,7 +19,7 @@ from specviz.core.config import ModelConfig
 from specviz.core.prompts import encode_prompt
 from specviz.models.loading import load_eagle, load_pair
 from specviz.train import draft_eval, sharegpt
-from specviz.train.config import DraftTrainConfig, EagleTrainConfig
+from specviz.train.config import DraftTrainConfig, EagleTrainConfig, precision
 from specviz.train.data import Distill
 from specviz.train.draft_eval import KS, step_costs
 
@@ -305,7 +305,8 @@ This stage: `{command(cfg, facts)}`
   vocabulary{_ctx_loss(cfg)} + {cfg.feat_weight} x
   smooth-L1 of the standardised feature error.
 - optimisation: AdamW (0.9 / 0.98), lr {cfg.lr}, {cfg.warmup} warm-up steps, cosine to 10 %, {cfg.steps} steps of <=
-  {cfg.batch_tokens} tokens, grad clip 1.0, fp32 on CPU ({facts["threads"]} threads): {facts["train_min"]:.1f} min.
+  {cfg.batch_tokens} tokens, grad clip 1.0,
+  {precision(cfg)} on CPU ({facts["threads"]} threads): {facts["train_min"]:.1f} min.
   Validation (teacher-forced): agreement {h[-1]["heldout_agreement"]:.3f} with exact features,
   {h[-1]["heldout_agreement_own_features"]:.3f} reading its own (step 0: {h[0]["heldout_agreement"]:.3f} /
   {h[0]["heldout_agreement_own_features"]:.3f}).

@@ -1,6 +1,7 @@
 """The optimisation loop the draft and EAGLE trainers share: AdamW steps under a warm-up + cosine learning
 rate, gradient clipping, a smoothed loss on the progress bar, every `checkpoint_every` steps a held-out evaluation,
-and a resumable checkpoint then and every `checkpoint_minutes` of wall time in between.
+and a resumable checkpoint then and every `checkpoint_minutes` of wall time in between. With `cfg.bf16` a step's
+forward and backward run under bf16 autocast (a CPU's bf16 matmul path); weights and Adam stay fp32.
 
 A checkpoint keeps everything the next step reads: the weights and Adam moments (safetensors), the step, the
 history, the smoothed loss, the time spent so far, and the states of the run's random generators (the noise
@@ -119,7 +120,8 @@ def optimise(
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
-        loss, extra = step_loss(step)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            loss, extra = step_loss(step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
