@@ -304,6 +304,32 @@ def test_save_and_load_round_trip(tmp_path, copy):
     assert (tmp_path / "eagle.safetensors").stat().st_size < 200_000  # embeddings not stored
 
 
+def test_a_deeper_drafter_starts_as_the_one_layer_drafter_and_round_trips(tmp_path):
+    """layers=2: the second layer starts as an identity (its output projections zeroed), so the drafter's logits
+    are the one-layer drafter's; saved and loaded it keeps both layers, and the engine stays lossless with it."""
+    target = tiny_llama(vocab=64, seed=0)
+    one, two = build_eagle(target, init_layer=0), build_eagle(target, init_layer=0, layers=2)
+    assert len(two.model.layers) == 2
+    feats = torch.randn(len(PROMPT), 32)
+    out = []
+    for m in (one, two):
+        lm = EagleLM(m)
+        lm.add_target_features(0, feats)
+        out.append(lm.forward(PROMPT).logits)
+    assert torch.allclose(out[0], out[1], atol=1e-5)
+    with torch.no_grad():  # now make the second layer do something
+        two.model.layers[1].mlp.down_proj.weight.normal_(0, 0.2)
+    save_eagle(two, torch.arange(64), tmp_path)
+    loaded = load_eagle(tmp_path, target)
+    assert len(loaded.model.model.layers) == 2
+    pair = Pair(LM(target, name="target"), LM(tiny_llama(vocab=64, seed=7), name="draft"), None, {}, loaded)
+    ar = generate(pair, PROMPT, RunConfig(method="ar", max_new_tokens=16)).output_ids
+    got = generate(pair, PROMPT, RunConfig(method="dyspec", max_new_tokens=16, drafter="eagle"))
+    assert got.output_ids == ar
+    with pytest.raises(ValueError, match="1 to 8"):
+        build_eagle(target, layers=9)
+
+
 def test_load_errors(tmp_path):
     target = tiny_llama(vocab=64, seed=0)
     with pytest.raises(FileNotFoundError, match="eagle.safetensors"):

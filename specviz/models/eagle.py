@@ -48,29 +48,38 @@ FC_KEY = "eagle_fc.weight"
 COPY_KEY = "eagle_copy_gain"
 
 
-def eagle_config(target_config):
-    """The drafter's LlamaConfig: the target's, with one decoder layer."""
+MAX_LAYERS = 8
+
+
+def eagle_config(target_config, layers: int = 1):
+    """The drafter's LlamaConfig: the target's, with `layers` decoder layers (one by default)."""
+    if not 1 <= layers <= MAX_LAYERS:
+        raise ValueError(f"an EAGLE drafter has 1 to {MAX_LAYERS} decoder layers, got {layers}")
     cfg = copy.deepcopy(target_config)
-    cfg.num_hidden_layers = 1
+    cfg.num_hidden_layers = layers
     if getattr(cfg, "layer_types", None) is not None:
-        cfg.layer_types = ["full_attention"]
+        cfg.layer_types = ["full_attention"] * layers
     return cfg
 
 
-def build_eagle(target_model, init_layer: int | None = 0, dtype=torch.float32):
-    """A fresh drafter for `target_model`: one Llama layer (a copy of target layer `init_layer`, or random),
-    the target's final norm, the target's embeddings and output layer (shared, frozen), and `eagle_fc` =
-    [I | 0] (it starts as the token path)."""
-    cfg = eagle_config(target_model.config)
+def build_eagle(target_model, init_layer: int | None = 0, dtype=torch.float32, layers: int = 1):
+    """A fresh drafter for `target_model`: `layers` Llama layers, the target's final norm, the target's embeddings
+    and output layer (shared, frozen), and `eagle_fc` = [I | 0] (it starts as the token path). With `init_layer`,
+    the first layer is a copy of that target layer and each later one a copy of the target layer after it with
+    its two output projections zeroed (an identity: the drafter starts as the one-layer drafter); else random."""
+    cfg = eagle_config(target_model.config, layers)
     device = next(target_model.parameters()).device  # built where the target lives (CPU or CUDA)
     model = LlamaForCausalLM(cfg).to(device=device, dtype=dtype)
     src = target_model.get_decoder()
     H = cfg.hidden_size
     with torch.no_grad():
         if init_layer is not None:
-            model.model.layers[0].load_state_dict(
-                {k: v.to(dtype) for k, v in src.layers[init_layer].state_dict().items()}
-            )
+            for i, layer in enumerate(model.model.layers):
+                j = min(init_layer + i, len(src.layers) - 1)
+                layer.load_state_dict({k: v.to(dtype) for k, v in src.layers[j].state_dict().items()})
+                if i:
+                    layer.self_attn.o_proj.weight.zero_()
+                    layer.mlp.down_proj.weight.zero_()
         model.model.norm.weight.copy_(src.norm.weight.to(dtype))
     share_target_weights(model, target_model)
     model.eagle_fc = nn.Linear(2 * H, H, bias=False).to(device=device, dtype=dtype)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from specviz.core.config import _check
 from specviz.methods.specdecpp.inputs import check
+from specviz.models.eagle import MAX_LAYERS
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ class EagleTrainConfig:
     fixed_prompts: int = 0  # EAGLE-1's data: ShareGPT exchanges whose answers (not the target's) are prefilled
     noise: float = 0.05
     feat_weight: float = 0.1
+    layers: int = 1  # decoder layers; more than the warm start's are added as identities (models.eagle.build_eagle)
     balance_inputs: bool = False  # scale f to |e| in fc's input (slows the feature path down; measured worse)
     copy_input: bool = False  # add the prompt-lookup input a_n e(y) (specviz.models.eagle.add_copy_input;
     # n-grams up to LookupConfig's)
@@ -158,6 +160,9 @@ class EagleTrainConfig:
             "need lr > 0, noise >= 0, feature weight >= 0 and a held-out fraction in (0, 1)",
         )
         _check(0 < self.copy_gain <= 1000, f"need 0 < copy gain <= 1000, got {self.copy_gain}")
+        _check(
+            1 <= self.layers <= MAX_LAYERS, f"an EAGLE drafter has 1 to {MAX_LAYERS} decoder layers, got {self.layers}"
+        )
         _check(self.checkpoint_minutes > 0, f"need checkpoint minutes > 0, got {self.checkpoint_minutes}")
 
 

@@ -231,7 +231,8 @@ def init_from_draft(model, draft_folder: Path) -> torch.Tensor:
     state = load_file(str(Path(draft_folder) / "draft.safetensors"))
     ids_v = state.pop(HEAD_KEY)
     own = {k: v.float() for k, v in state.items() if k.startswith("model.layers.0.") or k == "model.norm.weight"}
-    missing = set(n for n in own_params(model) if n != FC_KEY) - set(own)
+    wanted = {n for n in own_params(model) if n == "model.norm.weight" or n.startswith("model.layers.0.")}
+    missing = wanted - set(own)  # a drafter's later layers start as identities (build_eagle)
     if missing:
         raise ValueError(f"the draft in {draft_folder} lacks {sorted(missing)}")
     model.load_state_dict(own, strict=False)
@@ -323,7 +324,7 @@ def main(argv=None) -> None:
 
     held, held_f = part(held_ids)
     data, feats = part(train_ids)
-    model = build_eagle(pair.target.model, init_layer=0, dtype=torch.float32)
+    model = build_eagle(pair.target.model, init_layer=0, dtype=torch.float32, layers=cfg.layers)
     ids_v = init_from_draft(model, Path(a.init))
     if a.warm_start:
         state = load_file(str(Path(a.warm_start) / "eagle.safetensors"))
@@ -338,6 +339,7 @@ def main(argv=None) -> None:
         f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-wu{cfg.warmup}-n{cfg.noise}-w{cfg.feat_weight}"
         f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
         f"{'-ctx' if cfg.context_vocab else ''}{'-bf16' if cfg.bf16 else ''}"
+        f"{f'-L{cfg.layers}' if cfg.layers > 1 else ''}"
         f"-data{cfg.greedy_prompts}.{cfg.sampled_prompts}.{cfg.doc_prompts}"
         f".{cfg.broad_prompts}.{cfg.self_prompts}.{cfg.real_prompts}.{cfg.fixed_prompts}-seed{cfg.seed}"
     )

@@ -275,12 +275,16 @@ def command(cfg: EagleTrainConfig, facts: dict) -> str:
     return " ".join(["python -m specviz.train eagle", *warm, *flags])
 
 
+def _layers(cfg: EagleTrainConfig) -> str:
+    return "one Llama decoder layer" if cfg.layers == 1 else f"{cfg.layers} Llama decoder layers"
+
+
 def write_card(out: Path, cfg: EagleTrainConfig, facts: dict, res: dict | None) -> None:
     mb = (out / "eagle.safetensors").stat().st_size / 1e6
     h = facts["history"]
     text = f"""# specviz EAGLE-style drafter for SmolLM2-135M-Instruct
 
-A feature-level drafter (`specviz.models.eagle`): g_t = {_g(cfg, facts)}, one Llama decoder layer over its own
+A feature-level drafter (`specviz.models.eagle`): g_t = {_g(cfg, facts)}, {_layers(cfg)} over its own
 KV cache, the target's final norm shape, and the target's tied output layer restricted to the
 {facts["head_size"]} token ids of the standalone draft (`specviz.head_ids`) and, in the engine
 (`ModelConfig.context_vocab`, on by default), every token of its context. f is the target's post-norm last
