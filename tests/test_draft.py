@@ -420,3 +420,17 @@ def test_a_shard_is_rebuilt_from_its_kept_answers_by_prefill_alone(tmp_path, mon
     responses, greedy = answers.load(tmp_path / "answers" / "g-0000.npz", [t for _, t in items[:4]])
     assert responses == made.responses()[:4] and greedy == [True] * 4
     assert (tmp_path / "answers" / "g-0000.npz").stat().st_size < 2_000  # a few bytes a token
+
+
+def test_a_rewritten_card_keeps_the_sections_kept_by_hand(tmp_path):
+    """The trainers rewrite README.md after every run; the history written below the generated sections stays."""
+    from specviz.train.card import write_card
+
+    path = tmp_path / "README.md"
+    write_card(path, "# d\n\nintro\n\n## Recipe (seed 0)\nold recipe\n\n## Held-out metrics\n0.5\n")
+    path.write_text(path.read_text() + "\n## Stage by stage\nstage 1 by hand\n\n## Head\nhead by hand\n")
+    write_card(path, "# d\n\nnew intro\n\n## Recipe (seed 1)\nnew recipe\n\n## Held-out metrics\n0.6\n")
+    text = path.read_text()
+    assert "new recipe" in text and "0.6" in text and "old recipe" not in text and "0.5" not in text
+    assert text.index("0.6") < text.index("stage 1 by hand") < text.index("head by hand")
+    assert text.count("## Recipe") == 1 and text.endswith("head by hand\n")

@@ -27,7 +27,7 @@ from specviz.core.assets import DEFAULT_DRAFT, cache_dir
 from specviz.core.config import ModelConfig
 from specviz.models.loading import load_pair
 from specviz.train import answers as answers_mod
-from specviz.train import corpus, draft_eval, selfprompts, sharegpt
+from specviz.train import card, corpus, draft_eval, selfprompts, sharegpt
 from specviz.train.answers import ANSWERS, ANSWERS_HELP
 from specviz.train.broad_prompts import broad
 from specviz.train.config import DraftTrainConfig, precision
@@ -250,7 +250,7 @@ assisted generation can use the same weights with the full tied head (load throu
 ## Held-out metrics (`python -m specviz.train draft --eval-only`)
 {draft_eval.table(res) if res else "(not evaluated)"}
 """
-    (out / "README.md").write_text(text)
+    card.write_card(out / "README.md", text)
     (out / "training.json").write_text(json.dumps({"config": asdict(cfg), **facts, "eval": res}, indent=1))
 
 

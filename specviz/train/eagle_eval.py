@@ -18,7 +18,7 @@ from tqdm import tqdm
 from specviz.core.config import ModelConfig
 from specviz.core.prompts import encode_prompt
 from specviz.models.loading import load_eagle, load_pair
-from specviz.train import draft_eval, sharegpt
+from specviz.train import card, draft_eval, sharegpt
 from specviz.train.config import DraftTrainConfig, EagleTrainConfig, precision
 from specviz.train.data import Distill
 from specviz.train.draft_eval import KS, step_costs
@@ -323,5 +323,5 @@ The predicted speedup uses the training machine's bf16 step costs; bf16 is emula
 target forward over n tokens grows almost linearly with n, so the engine runs fp32 here (dtype auto).
 Measured speedups: `specviz bench` (README).
 """
-    (out / "README.md").write_text(text)
+    card.write_card(out / "README.md", text)
     (out / "training.json").write_text(json.dumps({"config": asdict(cfg), **facts, "eval": res}, indent=1))
