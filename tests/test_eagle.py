@@ -1,5 +1,7 @@
 """The EAGLE-style feature drafter: its feature bookkeeping, losslessness with every method, shipping format."""
 
+import json
+
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -328,6 +330,10 @@ def test_a_deeper_drafter_starts_as_the_one_layer_drafter_and_round_trips(tmp_pa
     assert got.output_ids == ar
     with pytest.raises(ValueError, match="1 to 8"):
         build_eagle(target, layers=9)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 9}))
+    with pytest.raises(ValueError, match="1 to 8 decoder layers, got 9"):
+        load_eagle(tmp_path, target)
 
 
 def test_load_errors(tmp_path):

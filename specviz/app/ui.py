@@ -18,7 +18,7 @@ from contextlib import closing
 import gradio as gr
 
 from specviz.analysis.metrics import speedup, summarize
-from specviz.app import exports, inspector, promptset, session
+from specviz.app import exports, inspector, knobs, promptset, session
 from specviz.app.inputs import make_prompt, make_run
 from specviz.app.theme import CLICK_JS, CSS, HEADER
 from specviz.core.assets import TRACES
@@ -30,7 +30,7 @@ from specviz.core.config import (
 )
 from specviz.core.curves import load_curves
 from specviz.core.device import resolve_device, resolve_dtype
-from specviz.methods.catalog import CATALOG, METHODS, label
+from specviz.methods.catalog import METHODS, label
 from specviz.viz.budget import budget_figure
 from specviz.viz.inspect import HINT
 from specviz.viz.run import (
@@ -79,52 +79,7 @@ def build_ui() -> gr.Blocks:
                     run_btn = gr.Button("Run", variant="primary", scale=2)
                     stop_btn = gr.Button("Stop", variant="stop", scale=1)
                 method = gr.Dropdown(method_choices, value=RUN.method, label="Method")
-                shown = CATALOG[RUN.method].knobs
-                knob = {
-                    "k": gr.Slider(
-                        1, 16, value=RUN.chain.k, step=1, label="K: draft tokens per round", visible="k" in shown
-                    ),
-                    "start_k": gr.Slider(
-                        1,
-                        RUN.heuristic.max_k,
-                        value=RUN.heuristic.start_k,
-                        step=1,
-                        label="start K (then +2 after a full accept, −1 otherwise)",
-                        visible="start_k" in shown,
-                    ),
-                    "h": gr.Slider(
-                        0.05,
-                        0.95,
-                        value=RUN.specdecpp.threshold,
-                        step=0.05,
-                        label="h: stop when P(at least one rejection) > h",
-                        visible="h" in shown,
-                    ),
-                    "budget": gr.Slider(
-                        1,
-                        64,
-                        value=RUN.dyspec.budget,
-                        step=1,
-                        label="tree budget (draft nodes)",
-                        visible="budget" in shown,
-                    ),
-                    "width": gr.Slider(
-                        1,
-                        8,
-                        value=RUN.tree.width,
-                        step=1,
-                        label="tree width (children per node)",
-                        visible="width" in shown,
-                    ),
-                    "depth": gr.Slider(
-                        1, 8, value=RUN.tree.depth, step=1, label="tree depth", visible="depth" in shown
-                    ),
-                    "copy": gr.Checkbox(
-                        value=RUN.copy,
-                        visible="copy" in shown,
-                        label="also copy from the context (prompt lookup) where that beats the draft",
-                    ),
-                }
+                knob = knobs.widgets(RUN)
                 compare = gr.Checkbox(value=True, label="also time autoregressive decoding (for the speedup)")
                 with gr.Accordion("Sampling and length", open=False):
                     temperature = gr.Slider(
@@ -283,7 +238,7 @@ def build_ui() -> gr.Blocks:
             }
 
         def on_method(m):
-            return [gr.update(visible=m in CATALOG and name in CATALOG[m].knobs) for name in knob]
+            return knobs.visibility(m, knob)
 
         def on_run(
             prompt,

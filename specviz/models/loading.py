@@ -31,7 +31,7 @@ from specviz import kernels
 from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
 from specviz.core.config import ModelConfig
 from specviz.core.device import TORCH_DTYPES, resolve_device, resolve_dtype
-from specviz.models.eagle import COPY_KEY, MAX_LAYERS, EagleLM, add_copy_input, build_eagle
+from specviz.models.eagle import COPY_KEY, EagleLM, add_copy_input, build_eagle
 from specviz.models.lm import LM
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
@@ -295,10 +295,6 @@ def load_eagle(
         )
     p = next(target_model.parameters())
     dtype, device = dtype or p.dtype, device or p.device
-    if not 1 <= cfg.num_hidden_layers <= MAX_LAYERS:
-        raise ValueError(
-            f"the EAGLE drafter in {folder} has {cfg.num_hidden_layers} decoder layers, specviz reads 1 to {MAX_LAYERS}"
-        )
     model = build_eagle(target_model, init_layer=None, dtype=dtype, layers=cfg.num_hidden_layers)
     state = load_file(str(folder / "eagle.safetensors"))
     head_ids = state.pop("specviz.head_ids", None)
