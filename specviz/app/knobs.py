@@ -12,47 +12,30 @@ from specviz.methods.catalog import CATALOG
 def widgets(run: RunConfig) -> dict[str, gr.components.Component]:
     """Knob name -> its widget, at `run`'s values, visible where `run.method` has the knob."""
     shown = CATALOG[run.method].knobs
-    return {
-        "k": gr.Slider(1, 16, value=run.chain.k, step=1, label="K: draft tokens per round", visible="k" in shown),
-        "start_k": gr.Slider(
+    sliders = {  # name: (lowest, highest, step, value, label)
+        "k": (1, 16, 1, run.chain.k, "K: draft tokens per round"),
+        "start_k": (
             1,
             run.heuristic.max_k,
-            value=run.heuristic.start_k,
-            step=1,
-            label="start K (then +2 after a full accept, −1 otherwise)",
-            visible="start_k" in shown,
-        ),
-        "h": gr.Slider(
-            0.05,
-            0.95,
-            value=run.specdecpp.threshold,
-            step=0.05,
-            label="h: stop when P(at least one rejection) > h",
-            visible="h" in shown,
-        ),
-        "budget": gr.Slider(
             1,
-            64,
-            value=run.dyspec.budget,
-            step=1,
-            label="tree budget (draft nodes)",
-            visible="budget" in shown,
+            run.heuristic.start_k,
+            "start K (then +2 after a full accept, −1 otherwise)",
         ),
-        "width": gr.Slider(
-            1,
-            8,
-            value=run.tree.width,
-            step=1,
-            label="tree width (children per node)",
-            visible="width" in shown,
-        ),
-        "depth": gr.Slider(1, 8, value=run.tree.depth, step=1, label="tree depth", visible="depth" in shown),
-        "copy": gr.Checkbox(
-            value=run.copy,
-            visible="copy" in shown,
-            label="also copy from the context (prompt lookup) where that beats the draft",
-        ),
+        "h": (0.05, 0.95, 0.05, run.specdecpp.threshold, "h: stop when P(at least one rejection) > h"),
+        "budget": (1, 64, 1, run.dyspec.budget, "tree budget (draft nodes)"),
+        "width": (1, 8, 1, run.tree.width, "tree width (children per node)"),
+        "depth": (1, 8, 1, run.tree.depth, "tree depth"),
     }
+    out: dict[str, gr.components.Component] = {
+        name: gr.Slider(lo, hi, value=value, step=step, label=text, visible=name in shown)
+        for name, (lo, hi, step, value, text) in sliders.items()
+    }
+    out["copy"] = gr.Checkbox(
+        value=run.copy,
+        visible="copy" in shown,
+        label="also copy from the context (prompt lookup) where that beats the draft",
+    )
+    return out
 
 
 def visibility(method: str, knob: dict) -> list:
