@@ -14,10 +14,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 TEST_DEVICE = os.environ.get("SPECVIZ_TEST_DEVICE", "cpu")
 
 
-def tiny_llama_cpu(vocab: int = 64, layers: int = 2, hidden: int = 32, seed: int = 0, dtype=torch.float32):
-    """A random tiny Llama on the CPU."""
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
+def tiny_config(cls=LlamaConfig, vocab: int = 64, layers: int = 2, hidden: int = 32, **extra):
+    """A tiny config of a Llama-shaped family (`cls`): 4 query heads sharing 2 key/value heads."""
+    return cls(
         vocab_size=vocab,
         hidden_size=hidden,
         intermediate_size=2 * hidden,
@@ -29,8 +28,14 @@ def tiny_llama_cpu(vocab: int = 64, layers: int = 2, hidden: int = 32, seed: int
         eos_token_id=2,
         pad_token_id=0,
         tie_word_embeddings=False,
+        **extra,
     )
-    m = LlamaForCausalLM(cfg).to(dtype).eval()
+
+
+def tiny_llama_cpu(vocab: int = 64, layers: int = 2, hidden: int = 32, seed: int = 0, dtype=torch.float32):
+    """A random tiny Llama on the CPU."""
+    torch.manual_seed(seed)
+    m = LlamaForCausalLM(tiny_config(LlamaConfig, vocab, layers, hidden)).to(dtype).eval()
     m.generation_config.eos_token_id = 2
     return m
 

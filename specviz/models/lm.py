@@ -1,7 +1,7 @@
 """A thin, stateful wrapper over a Hugging Face causal LM: its KV cache and the verbs on it.
 
-With `kvcache` (the caches and their verbs), the only inference module that knows how transformers caches and attention
-masks work.
+With `kvcache` (the caches and their verbs) and `direct` (a Llama stack run layer by layer), the only inference module
+that knows how transformers caches and attention masks work.
 `LM.forward` feeds new tokens on top of the cached prefix; the new tokens may form a tree
 (``parents`` local to the new tokens, -1 = hangs off the cached prefix), which is run with a
 4-D attention mask and depth-based position ids. `keep` then gathers the positions that
@@ -18,7 +18,7 @@ import torch
 
 from specviz import kernels
 from specviz.core.device import to_device
-from specviz.models import graphs, kvcache
+from specviz.models import direct, graphs, kvcache
 
 
 @dataclass
@@ -70,6 +70,7 @@ class LM:
         self.dtype = next(model.parameters()).dtype
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.base = model.get_decoder()
+        self._direct = direct.serves(self.base)  # a plain Llama stack: run it layer by layer (models.direct)
         self.head = model.get_output_embeddings()
         self.softcap = getattr(model.config, "final_logit_softcapping", None)
         self.head_ids = None
@@ -233,6 +234,8 @@ class LM:
             inputs = graphs.pad(inputs, b)
         if self.graphs is not None and b <= graphs.MAX_WIDTH and self.device.type == "cuda":
             h = self.graphs(self.cache, inputs, pos, mask)[0]
+        elif self._direct and not self.base.training:
+            h = direct.forward(self.base, pos, mask, self.cache, **inputs)[0]  # (b, H)
         else:
             out = self.base(**inputs, position_ids=pos, attention_mask=mask, cache=self.cache, use_cache=True)
             h = out.last_hidden_state[0]  # (b, H)
