@@ -45,7 +45,7 @@ PYEOF
 if [[ " $PARTS " == *" core "* ]]; then
 # 1. CUDA paths with tiny random models: engine, trees, EAGLE, SpecDec++, chi-square tests of sampling
 SPECVIZ_TEST_DEVICE=cuda step pytest-cuda 240 "$PY" -m pytest -v -p no:cacheprovider tests/test_engine.py \
-  tests/test_trees.py tests/test_lossless_e2e.py tests/test_eagle.py tests/test_specdecpp.py tests/test_lossless.py \
+  tests/test_trees.py tests/test_lossless_e2e.py tests/test_eagle.py tests/test_eagle_folder.py tests/test_specdecpp.py tests/test_lossless.py \
   tests/test_kvcache.py tests/test_fixed_cache.py
 # 2. the default pair: greedy chain equals autoregressive
 step real-pair 120 "$PY" -m pytest -v -p no:cacheprovider tests/test_real_pair.py

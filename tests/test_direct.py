@@ -66,7 +66,13 @@ def test_other_stacks_keep_hugging_faces_forward():
     assert lm.forward([1, 2, 3]).logits.shape == (3, 64)
 
 
-def test_a_model_in_training_mode_is_not_served():
-    model = tiny_llama(vocab=64, layers=1)
-    model.train()
-    assert not direct.serves(model.get_decoder())
+def test_a_model_in_training_mode_keeps_hugging_faces_forward(monkeypatch):
+    lm = LM(tiny_llama(vocab=64, layers=1))
+    assert lm._direct
+    lm.model.train()
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the layer loop ran a model in training mode")
+
+    monkeypatch.setattr(direct, "forward", refused)
+    assert lm.forward([1, 2, 3]).logits.shape == (3, 64)

@@ -10,16 +10,20 @@ from tiny import tiny_llama
 
 from specviz.core.assets import DEFAULT_DRAFT
 from specviz.core.config import ModelConfig
-from specviz.models.eagle import build_eagle
+from specviz.models.eagle import add_copy_input, build_eagle
+from specviz.models.lm import LM
 from specviz.models.loading import load_pair
 from specviz.train import answers, corpus, selfprompts
 from specviz.train import data as data_mod
 from specviz.train import eagle as eagle_train
 from specviz.train.broad_prompts import broad
+from specviz.train.card import write_card
 from specviz.train.config import DraftTrainConfig, EagleTrainConfig
-from specviz.train.data import _concat, build_shards, continue_batch
-from specviz.train.draft import build_draft, distill_loss, head_ids, save_draft, train
-from specviz.train.draft_eval import accepted
+from specviz.train.data import Distill, _concat, build_shards, continue_batch
+from specviz.train.draft import build_draft, context_head, distill_loss, head_ids, save_draft, train
+from specviz.train.draft_eval import accepted, coverage, matches
+from specviz.train.eagle import parse
+from specviz.train.eagle_eval import _counts, _g, _previous, command
 from specviz.train.loop import adamw, resume
 from specviz.train.prompts import compose, with_documents
 
@@ -137,8 +141,6 @@ def test_shipped_draft_loads_with_reduced_head():
 def test_eagle_training_lowers_loss_and_resumes(tmp_path, ctx):
     """The EAGLE trainer runs the shared loop (train/loop.py): loss falls, a finished checkpoint resumes to the
     same weights and history; with the context vocabulary too (loss and validation over each row's context)."""
-    from specviz.models.eagle import build_eagle
-    from specviz.train.config import EagleTrainConfig
 
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
@@ -157,8 +159,6 @@ def test_eagle_training_lowers_loss_and_resumes(tmp_path, ctx):
 def test_bf16_training_follows_fp32_and_keeps_fp32_weights(tmp_path):
     """`bf16`: the forward and backward run under bf16 autocast (the matmuls take the CPU's bf16 path), the
     weights and Adam's moments stay fp32, and the losses track an fp32 run of the same schedule."""
-    from specviz.models.eagle import build_eagle
-    from specviz.train.config import EagleTrainConfig
 
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
@@ -178,10 +178,6 @@ def test_bf16_training_follows_fp32_and_keeps_fp32_weights(tmp_path):
 def test_eagle_training_with_the_copy_input(tmp_path):
     """--copy-input widens a drafter with a zero block (step 0 = the drafter it continues); training then moves
     the block and the gains, and the card says which stage added the input."""
-    from specviz.models.eagle import add_copy_input, build_eagle
-    from specviz.train.config import EagleTrainConfig
-    from specviz.train.eagle import parse
-    from specviz.train.eagle_eval import _g, _previous
 
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
@@ -211,9 +207,6 @@ def test_eagle_training_with_the_copy_input(tmp_path):
 
 def test_eagle_recipe_counts_reach_the_data_and_the_card():
     """--greedy-prompts / --sampled-prompts are checked, and a stage that used other counts says so on the card."""
-    from specviz.train.config import DraftTrainConfig, EagleTrainConfig
-    from specviz.train.eagle import parse
-    from specviz.train.eagle_eval import _counts, _previous
 
     _, cfg = parse(["--greedy-prompts", "256", "--sampled-prompts", "0"])
     assert (cfg.greedy_prompts, cfg.sampled_prompts) == (256, 0)
@@ -235,7 +228,6 @@ def test_eagle_recipe_counts_reach_the_data_and_the_card():
         "history": [{"heldout_agreement": 0.5, "heldout_agreement_own_features": 0.4}],
     }
     assert "256 greedy / 0 sampled composed prompts" in _previous(stage)
-    from specviz.train.eagle_eval import command
 
     later = EagleTrainConfig(**{**cfg.__dict__, "copy_input": True, "steps": 250})
     assert command(later, {"previous": stage}) == (
@@ -305,9 +297,6 @@ def test_target_written_prompts_are_finished_distinct_and_seeded():
 def test_held_out_matches_see_only_the_context_so_far():
     """The held-out evaluation runs each sequence in one forward; with a context vocabulary its row for position
     t + 1 must cover ids_<=t only, exactly what token-by-token decoding covers."""
-    from specviz.models.lm import LM
-    from specviz.train.draft import context_head
-    from specviz.train.draft_eval import matches
 
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m, n=6, new=10)
@@ -336,8 +325,6 @@ def test_held_out_matches_see_only_the_context_so_far():
 
 
 def test_coverage_counts_head_ids_and_the_context_before_each_token():
-    from specviz.train.data import Distill
-    from specviz.train.draft_eval import coverage
 
     tokens = torch.tensor([1, 7, 9, 4, 7, 30], dtype=torch.int32)  # prompt 1 7 9, answer 4 7 30
     data = Distill(
@@ -424,7 +411,6 @@ def test_a_shard_is_rebuilt_from_its_kept_answers_by_prefill_alone(tmp_path, mon
 
 def test_a_rewritten_card_keeps_the_sections_kept_by_hand(tmp_path):
     """The trainers rewrite README.md after every run; the history written below the generated sections stays."""
-    from specviz.train.card import write_card
 
     path = tmp_path / "README.md"
     write_card(path, "# d\n\nintro\n\n## Recipe (seed 0)\nold recipe\n\n## Held-out metrics\n0.5\n")

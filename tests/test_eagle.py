@@ -1,12 +1,12 @@
-"""The EAGLE-style feature drafter: its feature bookkeeping, losslessness with every method, shipping format."""
-
-import json
+"""The EAGLE-style feature drafter: its feature bookkeeping, losslessness with every method, how the rest of specviz
+chooses and uses it (its folder: test_eagle_folder.py)."""
 
 import pytest
 import torch
 from scipy.stats import chisquare
 from tiny import tiny_llama
 
+from specviz.analysis.costs import measure_costs
 from specviz.core.config import (
     ChainConfig,
     DySpecConfig,
@@ -18,6 +18,7 @@ from specviz.core.config import (
 from specviz.core.sampling import make_rng, warp
 from specviz.engine.loop import iter_rounds
 from specviz.engine.record import generate
+from specviz.methods.registry import drafter_kind
 from specviz.methods.specdecpp.drafter import SpecDecPPDrafter
 from specviz.methods.specdecpp.head import AcceptanceHead
 from specviz.methods.specdecpp.inputs import CATALOG
@@ -25,13 +26,17 @@ from specviz.models.eagle import (
     EagleLM,
     add_copy_input,
     build_eagle,
+    eagle_inputs,
     lookup_tensors,
+    previous_features,
     sequence_lookups,
 )
 from specviz.models.lm import LM
-from specviz.models.loading import Pair, load_eagle
+from specviz.models.loading import Pair
 from specviz.tools.bench.specs import BenchConfig, parse_settings
-from specviz.train.eagle import save_eagle
+from specviz.train.config import HeadTrainConfig
+from specviz.train.eagle import _pass
+from specviz.train.head_data import batch_rows
 
 PROMPT = [5, 9, 3, 17, 4]
 
@@ -95,8 +100,6 @@ def test_sequence_lookups_read_each_prefix():
 def test_the_engine_reads_the_lookup_the_drafter_was_trained_with():
     """Committed tokens the target has run read exactly the training lookup (every position's own prefix);
     a drafted token reads the committed tokens' n-grams and its own path's newest tokens."""
-    from specviz.models.eagle import previous_features
-    from specviz.train.eagle import _pass
 
     pair = eagle_pair(copy=True)
     e = pair.eagle
@@ -131,8 +134,6 @@ def test_a_drafter_with_the_copy_input_starts_as_the_one_it_widens():
     b.add_target_features(0, pair.target.last_hidden)
     torch.testing.assert_close(b.forward(LOOPY).logits, a)
     with pytest.raises(ValueError, match="copy"):
-        from specviz.models.eagle import eagle_inputs
-
         eagle_inputs(e.model, torch.tensor([[1]]), torch.zeros(1, 1, e.hidden_size))
 
 
@@ -286,74 +287,6 @@ def test_reduced_head_is_exactly_zero_outside():
         assert all(t in ids.tolist() for t in r.tree.tokens[1:])
 
 
-@COPY
-def test_save_and_load_round_trip(tmp_path, copy):
-    target = tiny_llama(vocab=64, seed=0)
-    e = eagle_for(target, 5, copy=copy)
-    e.model.eagle_feature_scale = 0.5  # folded into fc on save
-    save_eagle(e.model, torch.arange(10, 40), tmp_path)
-    loaded = load_eagle(tmp_path, target)
-    assert loaded.head_ids.tolist() == list(range(10, 40))
-    feats = torch.randn(4, 32)
-    for lm, scale in ((e, 0.5), (loaded, 1.0)):
-        lm.reset()
-        lm.add_target_features(0, feats * scale)
-    a = e.forward(PROMPT).logits[:, 10:40]
-    b = loaded.forward(PROMPT).logits[:, 10:40]
-    assert loaded.max_ngram == (3 if copy else 0)
-    assert torch.allclose(a, b, atol=0.05 * a.abs().max())  # bf16 storage
-    assert not (tmp_path / "model.safetensors").exists()
-    assert (tmp_path / "eagle.safetensors").stat().st_size < 200_000  # embeddings not stored
-
-
-def test_a_deeper_drafter_starts_as_the_one_layer_drafter_and_round_trips(tmp_path):
-    """layers=2: the second layer starts as an identity (its output projections zeroed), so the drafter's logits
-    are the one-layer drafter's; saved and loaded it keeps both layers, and the engine stays lossless with it."""
-    target = tiny_llama(vocab=64, seed=0)
-    one, two = build_eagle(target, init_layer=0), build_eagle(target, init_layer=0, layers=2)
-    assert len(two.model.layers) == 2
-    feats = torch.randn(len(PROMPT), 32)
-    out = []
-    for m in (one, two):
-        lm = EagleLM(m)
-        lm.add_target_features(0, feats)
-        out.append(lm.forward(PROMPT).logits)
-    assert torch.allclose(out[0], out[1], atol=1e-5)
-    with torch.no_grad():  # now make the second layer do something
-        two.model.layers[1].mlp.down_proj.weight.normal_(0, 0.2)
-    save_eagle(two, torch.arange(64), tmp_path)
-    loaded = load_eagle(tmp_path, target)
-    assert len(loaded.model.model.layers) == 2
-    pair = Pair(LM(target, name="target"), LM(tiny_llama(vocab=64, seed=7), name="draft"), None, {}, loaded)
-    ar = generate(pair, PROMPT, RunConfig(method="ar", max_new_tokens=16)).output_ids
-    got = generate(pair, PROMPT, RunConfig(method="dyspec", max_new_tokens=16, drafter="eagle"))
-    assert got.output_ids == ar
-    with pytest.raises(ValueError, match="1 to 8"):
-        build_eagle(target, layers=9)
-    cfg = json.loads((tmp_path / "config.json").read_text())
-    (tmp_path / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 9}))
-    with pytest.raises(ValueError, match="1 to 8 decoder layers, got 9"):
-        load_eagle(tmp_path, target)
-
-
-def test_load_errors(tmp_path):
-    target = tiny_llama(vocab=64, seed=0)
-    with pytest.raises(FileNotFoundError, match="eagle.safetensors"):
-        load_eagle(tmp_path, target)
-    save_eagle(build_eagle(target), torch.arange(5), tmp_path)
-    with pytest.raises(ValueError, match="hidden"):
-        load_eagle(tmp_path, tiny_llama(vocab=64, hidden=48, seed=0))
-    from safetensors.torch import load_file, save_file
-
-    state = load_file(str(tmp_path / "eagle.safetensors"))
-    save_file({**state, "eagle_copy_gain": torch.ones(4)}, str(tmp_path / "eagle.safetensors"))
-    with pytest.raises(ValueError, match="does not match"):  # gains without the widened fc
-        load_eagle(tmp_path, target)
-    save_file({**state, "eagle_copy_gain": torch.ones(2, 2)}, str(tmp_path / "eagle.safetensors"))
-    with pytest.raises(ValueError, match="vector"):
-        load_eagle(tmp_path, target)
-
-
 def test_drafter_choice():
     pair = eagle_pair()
     assert pair.drafter_lm("auto") is pair.eagle and pair.drafter_lm("model") is pair.draft
@@ -378,7 +311,6 @@ def test_bench_spec_suffix():
 
 
 def test_resolved_drafter_is_recorded():
-    from specviz.methods.registry import drafter_kind
 
     pair = eagle_pair()
     assert generate(pair, PROMPT, RunConfig(method="chain", max_new_tokens=4)).models["drafter"] == "eagle"
@@ -396,8 +328,6 @@ def test_acceptance_head_rows_match_the_engine(copy):
     """Head data for a feature drafter (train/head_data.batch_rows), greedy regime, no target-token mixing:
     each label is 1[target argmax = drafter argmax] with the drafter reading the target's text through exact
     features, and the first drafted token's row holds the hidden state the engine computes when it drafts it."""
-    from specviz.train.config import HeadTrainConfig
-    from specviz.train.head_data import batch_rows
 
     pair = eagle_pair(copy=copy)
     cfg = HeadTrainConfig(prompts=2, new_tokens=6, gen_batch=1, greedy_fraction=1.0, mixing_ratio=0.0)
@@ -438,7 +368,6 @@ def test_acceptance_head_rows_match_the_engine(copy):
 
 def test_step_costs_of_the_eagle_drafter():
     """sweep pick-h times the drafter SpecDec++ will run: measure_costs(draft=...) steps that one."""
-    from specviz.analysis.costs import measure_costs
 
     pair = eagle_pair()
     before = pair.eagle.forwards, pair.draft.forwards

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from test_eagle import LOOPY, eagle_pair
 from tiny import TEST_DEVICE, tiny_llama
 
 from specviz.core.config import ChainConfig, DySpecConfig, ModelConfig, RunConfig, SamplingConfig, TreeConfig
@@ -122,7 +123,6 @@ def test_buckets_and_refusals():
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("name", ["chain", "dyspec"])
 def test_eagle_runs_equal_the_growing_cache(name, temperature):
-    from test_eagle import LOOPY, eagle_pair
 
     pair = eagle_pair(copy=True)
     if ROWS:

@@ -1,11 +1,13 @@
-"""The dashboard's widget values -> a prompt and a RunConfig, each checked, with a message for anything out of range."""
+"""The dashboard's widget values -> a prompt, a RunConfig and a ModelConfig, each checked, with a message for anything
+out of range."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
-from specviz.core.config import METHODS, RunConfig
+from specviz.app import session
+from specviz.core.config import METHODS, ModelConfig, RunConfig
 from specviz.core.prompts import check_text
 from specviz.methods.catalog import with_knobs
 
@@ -60,3 +62,12 @@ def make_prompt(prompt) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("the prompt is empty: type a question or pick an example")
     return check_text(prompt)
+
+
+def make_configs(
+    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new, seed,
+    pair, dtype, target, draft, drafter,
+) -> tuple[RunConfig, ModelConfig]:  # fmt: skip
+    """The page's settings widgets' values, in their order -> (the RunConfig for `method`, the ModelConfig)."""
+    run = make_run(method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new, seed, drafter)
+    return run, session.model_config(pair, dtype, target, draft)

@@ -1,5 +1,5 @@
 """The method knobs' widgets: one per knob of any method, each shown while the chosen method has that knob
-(`specviz.methods.catalog`). Built inside the dashboard's layout; their values go to `app.inputs.make_run`."""
+(`specviz.methods.catalog`). Built inside the dashboard's layout; their values go to `app.inputs.make_configs`."""
 
 from __future__ import annotations
 

@@ -103,6 +103,15 @@ def load(path: str) -> RunSet:
         raise ValueError(f"could not read that traces file: {e}") from None
 
 
+def on_file(path: str | None) -> list:
+    """The tab's state and views for a traces file dropped on it (None: emptied); a bad file is a gr.Error."""
+    try:
+        rs = load(path) if path else None
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
+    return [rs, *views(rs)]
+
+
 def table(rs: RunSet | None) -> list[list]:
     if rs is None:
         return []

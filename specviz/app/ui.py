@@ -19,7 +19,7 @@ import gradio as gr
 
 from specviz.analysis.metrics import speedup, summarize
 from specviz.app import exports, inspector, knobs, promptset, session
-from specviz.app.inputs import make_prompt, make_run
+from specviz.app.inputs import make_configs, make_prompt
 from specviz.app.theme import CLICK_JS, CSS, HEADER
 from specviz.core.assets import TRACES
 from specviz.core.config import (
@@ -55,10 +55,12 @@ STATE_TTL_S = 3600
 ENDINGS = {"length": "reached max new tokens", "eos": "the model ended its answer"}
 
 
-def _drafted_by(trace) -> str:
-    """ ", drafted by the EAGLE drafter" etc. from the trace's resolved drafter (older traces: nothing)."""
+def _done(trace) -> str:
+    """The status line of a finished run: its tokens, rounds, why it ended and, where the trace says, its drafter."""
     kind = (trace.models or {}).get("drafter")
-    return {"eagle": ", drafted by the EAGLE drafter", "model": ", drafted by the standalone draft"}.get(kind, "")
+    by = {"eagle": ", drafted by the EAGLE drafter", "model": ", drafted by the standalone draft"}.get(kind, "")
+    ending = ENDINGS.get(trace.stop, trace.stop)
+    return f"Done: {counted(trace.output_ids, 'token')} in {counted(trace.rounds, 'round')} ({ending}){by}."
 
 
 def build_ui() -> gr.Blocks:
@@ -241,32 +243,15 @@ def build_ui() -> gr.Blocks:
             return knobs.visibility(m, knob)
 
         def on_run(
-            prompt,
-            method,
-            k,
-            h,
-            budget,
-            width,
-            depth,
-            start_k,
-            copy,
-            temperature,
-            top_p,
-            max_new_tokens,
-            seed,
-            pair,
-            dtype,
-            target,
-            draft,
-            drafter,
-            compare,
-        ):
+            prompt, method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed,
+            pair, dtype, target, draft, drafter, compare,
+        ):  # fmt: skip
             try:
                 text = make_prompt(prompt)
-                run = make_run(
-                    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed, drafter
-                )
-                model = session.model_config(pair, dtype, target, draft)
+                run, model = make_configs(
+                    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed,
+                    pair, dtype, target, draft, drafter,
+                )  # fmt: skip
                 yield {status: f"Running **{label(method)}** … (the first round includes the prompt's prefill)"}
                 trace, shown, path = None, 0.0, exports.path(method)
                 with closing(session.stream(text, run, model)) as traces:  # Stop closes it: frees the model
@@ -297,14 +282,7 @@ def build_ui() -> gr.Blocks:
                                     shown = time.monotonic()
                                     yield {status: gr.skip()}
                 path.write_text(session.dump(trace, base), encoding="utf-8")
-                ending = ENDINGS.get(trace.stop, trace.stop)
-                yield render(
-                    trace,
-                    base,
-                    f"Done: {counted(trace.output_ids, 'token')} in "
-                    f"{counted(trace.rounds, 'round')} ({ending}){_drafted_by(trace)}.",
-                    path,
-                )
+                yield render(trace, base, _done(trace), path)
             except (ValueError, RuntimeError, OSError) as e:
                 raise gr.Error(str(e)) from None
 
@@ -338,36 +316,19 @@ def build_ui() -> gr.Blocks:
             )
 
         def on_race(
-            prompt,
-            methods,
-            k,
-            h,
-            budget,
-            width,
-            depth,
-            start_k,
-            copy,
-            temperature,
-            top_p,
-            max_new_tokens,
-            seed,
-            pair,
-            dtype,
-            target,
-            draft,
-            drafter,
-        ):
+            prompt, methods, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed,
+            pair, dtype, target, draft, drafter,
+        ):  # fmt: skip
             try:
                 text = make_prompt(prompt)
                 if not isinstance(methods, list) or not 2 <= len(methods) <= 4:
                     raise ValueError("pick 2 to 4 methods to race")
-                runs = [
-                    make_run(
-                        m, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed, drafter
-                    )
-                    for m in methods
-                ]
-                model = session.model_config(pair, dtype, target, draft)
+                values = (
+                    k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed,
+                    pair, dtype, target, draft, drafter,
+                )  # fmt: skip
+                configs = [make_configs(m, *values) for m in methods]
+                runs, model = [run for run, _ in configs], configs[0][1]
                 with closing(session.race(text, runs, model)) as steps:  # Stop ends it between any two rounds
                     for done, finished in steps:
                         yield race_figure(done) if finished else gr.skip()
@@ -376,22 +337,15 @@ def build_ui() -> gr.Blocks:
 
         set_views = list(set_tab.views)
 
-        def on_set_file(file):
-            try:
-                rs = promptset.load(file) if file else None
-            except ValueError as e:
-                raise gr.Error(str(e)) from None
-            return [rs, *promptset.views(rs)]
-
         def on_set_run(
             n, prompts_file, method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens,
             seed, pair, dtype, target, draft, drafter, progress=gr.Progress(),
         ):  # fmt: skip
             try:
-                run = make_run(
-                    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed, drafter
-                )
-                model = session.model_config(pair, dtype, target, draft)
+                run, model = make_configs(
+                    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new_tokens, seed,
+                    pair, dtype, target, draft, drafter,
+                )  # fmt: skip
                 for out in promptset.run(n, prompts_file, run, model, progress):  # Stop ends it between two rounds
                     if isinstance(out, str):
                         yield {set_views[0]: out}
@@ -435,7 +389,7 @@ def build_ui() -> gr.Blocks:
             concurrency_id="model",
             concurrency_limit=session.MODEL_SLOTS,
         )
-        set_tab.file.change(on_set_file, set_tab.file, [st_set, *set_views], api_name="load_set")
+        set_tab.file.change(promptset.on_file, set_tab.file, [st_set, *set_views], api_name="load_set")
         set_views[1].select(on_set_pick, st_set, views, api_visibility="private")
         stop_btn.click(None, None, None, cancels=[run_ev, race_ev, set_ev], api_visibility="private")
         nav = dict(api_visibility="private")
