@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from specviz.core.trace import DraftTree
+from specviz.kernels import rowstats
 
 
 def _sig(x: float) -> float:
@@ -53,6 +54,19 @@ def entropies(rows: torch.Tensor) -> list[float]:
     return [_sig(x) for x in h.tolist()]
 
 
+def summaries(probs: torch.Tensor, index: list[int], k: int) -> tuple[list[list[list]], list[float]]:
+    """`top_pairs` and `entropies` of `probs`' rows `index`: in one pass over each row, in place, where the kernel
+    serves (`kernels.rowstats`), else from a copy of the rows."""
+    fast = rowstats.summarize(probs, index, k)
+    if fast is None:
+        rows = probs[torch.tensor(index, device=probs.device)]
+        return top_pairs(rows, k), entropies(rows)
+    vals, ids, h = fast
+    return [[[i, _sig(v)] for i, v in zip(i_row, v_row) if v > 0] for i_row, v_row in zip(ids, vals)], [
+        _sig(x) for x in h
+    ]
+
+
 def _by_node(nodes: list[int], rows: list[torch.Tensor], k: int) -> dict[int, list]:
     return dict(zip(nodes, top_pairs(torch.stack(rows), k))) if nodes else {}
 
@@ -72,12 +86,10 @@ def round_tops(
         return {"q_top": (None,), "p_top": (None,), "residual_top": None, "p_entropy": (None,)}
     parents = sorted(set(tree.parents[1:]))
     drew = [u for u in parents if u in dists]
-    rows = probs[torch.tensor(parents, device=probs.device)]  # one top-k over p's rows and q's rows together
-    if drew:
-        rows = torch.cat([rows, torch.stack([dists[u] for u in drew]).to(rows)])
-    tops = top_pairs(rows, k)
-    p_at, q_at = dict(zip(parents, tops)), dict(zip(drew, tops[len(parents) :]))
-    h_at = dict(zip(parents, entropies(rows[: len(parents)])))
+    p_tops, p_h = summaries(probs, parents, k)
+    p_at, h_at = dict(zip(parents, p_tops)), dict(zip(parents, p_h))
+    q_rows = torch.stack([dists[u] for u in drew]).to(probs) if drew else None
+    q_at = dict(zip(drew, summaries(q_rows, list(range(len(drew))), k)[0])) if drew else {}
     q_top, p_top, p_entropy = [None], [None], [None]
     for c in range(1, n):
         u = tree.parents[c]

@@ -1,8 +1,9 @@
 """specviz's compute kernels: few-row linear products and batch-invariant attention for CPU decoding.
 
-`linear` installs them on a model (skinny / half-row / int8 products); `attention` holds the attention
-functions registered with transformers; `rowkernel` and `_rowkernel_ir` are the numba row kernel, `_attention_ir`
-the invariant attention built on it.
+`linear` installs them on a model (skinny / half-row / int8 / prepacked bf16 products); `attention` holds the
+attention functions registered with transformers; `rowkernel` and `_rowkernel_ir` are the numba row kernel,
+`_attention_ir` the invariant attention built on it; `rowstats` summarizes probability rows (top k, entropy) for the
+node inspector.
 """
 
 from specviz.kernels.attention import ROWS_MAX_QUERIES, rows_attention, sdpa_gqa
@@ -21,7 +22,11 @@ from specviz.kernels.linear import (
     int8_linear,
     int8s,
     invariant_attention,
+    mkldnn_packs,
     one_row,
+    packed_copy,
+    packed_linear,
+    packs,
     padded_rows,
     quantize_rows,
     skinny_linear,
@@ -45,7 +50,11 @@ __all__ = [
     "int8_linear",
     "int8s",
     "invariant_attention",
+    "mkldnn_packs",
     "one_row",
+    "packed_copy",
+    "packed_linear",
+    "packs",
     "padded_rows",
     "quantize_rows",
     "rows_attention",

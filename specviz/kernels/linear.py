@@ -37,9 +37,13 @@ flipped in any audit) and by up to 0.5 in bf16, enough to flip greedy tokens on 
 therefore runs `rows_attention` (`invariant_attention`): bitwise the same logits for 1-16 tokens, chains and
 trees, tested (docs/design.md#batch-invariance).
 
+bf16 products keep oneDNN's gemm, F.linear's own kernel, but over a weight reordered once into oneDNN's blocked
+layout (`packed_linear`): F.linear hands oneDNN the plain (out, in) weight, which it reorders on every call, and on
+the default target that reorder was about 40 % of every product, one row or seventeen. Same kernel, same bits.
+
 `install(model)` swaps the skinny forward into every `nn.Linear` of a CPU fp32 or bf16 model (one row included:
-it pads to two, `padded_rows`; bf16 keeps F.linear) and `sdpa_gqa` (a bf16 target: `rows_attention`) in for its
-sdpa attention; `stock(model)` puts the stock forward and attention back for a while, so the Hugging Face
+it pads to two, `padded_rows`; bf16 runs `packed_linear`) and `sdpa_gqa` (a bf16 target: `rows_attention`) in for
+its sdpa attention; `stock(model)` puts the stock forward and attention back for a while, so the Hugging Face
 baselines run exactly as a user would run them; `full_rows(model)` turns the half rows off for a while (the
 benchmark's ablation).
 """
@@ -193,24 +197,85 @@ def int8_linear(
     return y.view(*x.shape[:-1], w8.shape[0])
 
 
+PACKED_MAX_ROWS = 32  # wider bf16 products (prefills) keep F.linear: past 32 rows oneDNN's blocking may round otherwise
+_packed = {"failed": False}
+
+
+def mkldnn_packs() -> bool:
+    """Whether this torch can run bf16 products over a prepacked weight (oneDNN built in, bf16 on this CPU)."""
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class _Packed:
+    """Where a module keeps its packed weight: a copy (deepcopy, pickle) starts empty and packs again, since
+    oneDNN's opaque tensors cannot be copied."""
+
+    __slots__ = ("key", "weight")
+
+    def __init__(self):
+        self.key, self.weight = None, None
+
+    def __deepcopy__(self, memo):
+        return _Packed()
+
+    def __reduce__(self):
+        return (_Packed, ())
+
+
+def packed_copy(mod: torch.nn.Linear) -> torch.Tensor:
+    """`mod`'s bf16 weight reordered once into oneDNN's own blocked layout (`torch.ops.mkldnn`), kept on it and made
+    again whenever the weight changed (in place or swapped)."""
+    w, d = mod._parameters["weight"], mod.__dict__  # every product asks: the cheapest look-ups
+    box = d.get("_packed")
+    if box is None:
+        box = d["_packed"] = _Packed()
+    key = box.key
+    if key is None or key[0] is not w or key[1] != w._version or key[2] != w.data_ptr():
+        box.weight, box.key = torch.ops.mkldnn._reorder_linear_weight(w.detach()), (w, w._version, w.data_ptr())
+    return box.weight
+
+
+def packs(mod: torch.nn.Module) -> bool:
+    """Whether `mod` (an installed nn.Linear) runs its products outside autograd over a prepacked bf16 weight now."""
+    return bool(mod.__dict__.get("packed_rows")) and not _packed["failed"] and not torch.is_grad_enabled()
+
+
+def packed_linear(x: torch.Tensor, mod: torch.nn.Linear) -> torch.Tensor:
+    """F.linear(x, mod.weight, mod.bias) for 1..PACKED_MAX_ROWS bf16 rows, on oneDNN's gemm over `packed_copy(mod)`:
+    the same kernel and the same bits as F.linear (which hands oneDNN the plain weight and has it reordered on every
+    call), 1.3-2.5x faster on the few-row products of decoding (docs/design.md#kernels); F.linear from then on where
+    this torch cannot. A prefill's wider products keep F.linear, whose bits a packed weight need not give there."""
+    try:
+        return torch.ops.mkldnn._linear_pointwise(x, packed_copy(mod), mod.bias, "none", [], "")
+    except Exception:
+        _packed["failed"] = True
+        return F.linear(x, mod.weight, mod.bias)
+
+
 def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if halves(self) and one_row(x):
         return half_row_linear(x, self.weight, half_copy(self), self.bias)
     if int8s(self) and few_rows(x):
         return int8_linear(x, self.weight, *int8_copy(self), self.bias)
+    if packs(self) and x.dtype == torch.bfloat16 and x.numel() <= PACKED_MAX_ROWS * x.shape[-1]:
+        return packed_linear(x, self)
     return skinny_linear(x, self.weight, self.bias)
 
 
 def wanted(model: torch.nn.Module) -> bool:
     """CPU fp32 and bf16 models get specviz's kernels (measured to pay; bf16: the invariant attention, its linear
-    layers keeping F.linear); elsewhere the stock kernels stay."""
+    layers on oneDNN's gemm over packed weights); elsewhere the stock kernels stay."""
     p = next(model.parameters())
     return p.device.type == "cpu" and p.dtype in rowkernel.WEIGHT_DTYPES
 
 
 def bf16_linear_invariant(model: torch.nn.Module, rows: int = 17) -> bool:
     """Whether torch's bf16 gemm gives a row the same bits alone and among 2..`rows` rows (a tree of 16 and its root),
-    on a sample of `model`'s own linear layers (the first decoder layer's and the output layer). With
+    over the plain weight and over the packed one (`packed_linear`), on a sample of `model`'s own linear layers (the
+    first decoder layer's and the output layer). With
     `rows_attention` this is what keeps a bf16 target's verify forward equal to its decode step. Measured true on a
     Xeon with AMX (oneDNN, 1-32 rows, every shape of the default target); nothing promises it elsewhere, so
     `specviz.models.loading.load_pair` asks before it trusts bf16. About 0.1 s for the default target."""
@@ -221,9 +286,11 @@ def bf16_linear_invariant(model: torch.nn.Module, rows: int = 17) -> bool:
         for mod in {id(m): m for m in lins[:7] + [head]}.values():
             w = mod.weight
             x = torch.randn(rows, w.shape[1], generator=g).to(w.dtype)
-            alone = torch.cat([F.linear(x[i : i + 1], w) for i in range(rows)])
-            if not all(torch.equal(F.linear(x[:n], w), alone[:n]) for n in (2, 3, 4, 5, 8, 9, rows)):
-                return False
+            products = [F.linear] + ([lambda x, w, m=mod: packed_linear(x, m)] if mkldnn_packs() else [])
+            for product in products:  # F.linear and, where installed, the same kernel over the packed weight
+                alone = torch.cat([product(x[i : i + 1], w) for i in range(rows)])
+                if not all(torch.equal(product(x[:n], w), alone[:n]) for n in (2, 3, 4, 5, 8, 9, rows)):
+                    return False
     return True
 
 
@@ -250,6 +317,7 @@ def install(model: torch.nn.Module, half_rows: bool = False) -> int:
             mod.forward = types.MethodType(_forward, mod)
             mod.half_rows = half_rows and mod.weight.dtype == torch.float32  # fp32 weights: fp16 one-row steps
             mod.int8_rows = half_rows and mod.weight.dtype == torch.bfloat16 and mod is head  # bf16: int8 output layer
+            mod.packed_rows = mod.weight.dtype == torch.bfloat16 and mkldnn_packs()  # bf16: oneDNN's own layout
             n += 1
     return n
 

@@ -16,9 +16,10 @@ whether it runs alone or inside a verify forward, at any row count.
 
 bf16 weights (`dots`; the bf16 target's attention reads its cache through it, `attention.rows_attention`) are
 widened to fp32 exactly as they are loaded, so a bf16 product is the same sequence of roundings as over the fp32
-copy. The linear layers of a bf16 model keep torch's kernels: on a CPU with AMX oneDNN's bf16 gemm is nearly flat
-in rows, where this kernel's cost grows with them, and, measured there, batch-invariant for 1-32 rows at every
-shape of the default target (`linear.bf16_linear_invariant` checks the loaded model).
+copy. The linear layers of a bf16 model keep oneDNN's kernel (over packed weights, `linear.packed_linear`): on a
+CPU with AMX oneDNN's bf16 gemm is nearly flat in rows, where this kernel's cost grows with them, and, measured
+there, batch-invariant for 1-32 rows at every shape of the default target (`linear.bf16_linear_invariant` checks
+the loaded model).
 
 numba is a dependency (requirements.txt); where it cannot be imported or compiled, `serves` says no and
 the caller keeps its torch kernels. `off()` turns the kernel off for a while (the benchmark's ablation).

@@ -1,0 +1,85 @@
+"""bf16 products over a prepacked weight: F.linear's bits, batch-invariant, off under autograd, following the weight."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tiny import tiny_llama
+
+from specviz import kernels
+from specviz.kernels import linear
+from specviz.models.lm import LM
+
+pytestmark = pytest.mark.skipif(not linear.mkldnn_packs(), reason="this torch or CPU has no oneDNN bf16")
+
+
+def test_a_bf16_model_packs_its_linear_layers_and_gives_f_linears_bits():
+    model = tiny_llama(dtype=torch.bfloat16)
+    kernels.install(model)
+    lins = [m for m in model.modules() if type(m) is torch.nn.Linear]
+    assert lins and all(m.packed_rows for m in lins)
+    g = torch.Generator().manual_seed(0)
+    for m in lins[:3] + [model.get_output_embeddings()]:
+        x = torch.randn(2, 17, m.in_features, generator=g).bfloat16()
+        with torch.inference_mode():
+            for n in (1, 2, 5, 9, 17):
+                assert torch.equal(m(x[:, :n]), F.linear(x[:, :n], m.weight))
+            alone = torch.cat([m(x[0, i : i + 1]) for i in range(17)])
+            assert torch.equal(m(x[0]), alone)  # a row alone and among 17: the same bits
+            wide = torch.randn(linear.PACKED_MAX_ROWS + 8, m.in_features, generator=g).bfloat16()
+            assert torch.equal(m(wide), F.linear(wide, m.weight))  # a prefill's width: F.linear itself
+    fp32 = tiny_llama()
+    kernels.install(fp32)
+    assert not any(m.packed_rows for m in fp32.modules() if type(m) is torch.nn.Linear)
+
+
+def test_packed_rows_step_aside_for_autograd_and_follow_the_weight():
+    model = tiny_llama(dtype=torch.bfloat16)
+    kernels.install(model)
+    m = next(m for m in model.modules() if type(m) is torch.nn.Linear)
+    x = torch.randn(3, m.in_features, generator=torch.Generator().manual_seed(1)).bfloat16()
+    y = m(x)  # autograd on: F.linear, gradients flow
+    assert y.requires_grad
+    y.float().sum().backward()
+    assert m.weight.grad is not None
+    assert not kernels.packs(m)
+    with torch.inference_mode():
+        before = m(x)
+    with torch.no_grad():
+        m.weight.mul_(2)  # in place: the packed copy is made again
+        assert kernels.packs(m) and torch.equal(m(x), F.linear(x, m.weight)) and not torch.equal(m(x), before)
+        with kernels.stock(model):
+            assert "forward" not in m.__dict__
+
+
+def test_a_model_with_packed_rows_still_copies():
+    """oneDNN's packed tensors cannot be copied: a deep copy starts without them and packs again."""
+    model = tiny_llama(dtype=torch.bfloat16)
+    kernels.install(model)
+    x = torch.tensor([[1, 2, 3]])
+    with torch.inference_mode():
+        before = model(x).logits
+        twin = copy.deepcopy(model)
+        assert torch.equal(twin(x).logits, before)
+
+
+def test_a_bf16_target_with_packed_rows_decodes_as_with_plain_ones():
+    lm = LM(tiny_llama(vocab=64, layers=2, hidden=64, dtype=torch.bfloat16))
+    prompt = list(range(3, 30))
+    packed = lm.forward(prompt).logits
+    linear._packed["failed"] = True
+    try:
+        lm.reset()
+        plain = lm.forward(prompt).logits
+    finally:
+        linear._packed["failed"] = False
+    assert torch.equal(packed, plain)
+
+
+def test_packed_linear_takes_a_bias_and_strided_rows():
+    mod = torch.nn.Linear(32, 64, bias=True).to(torch.bfloat16)
+    g = torch.Generator().manual_seed(2)
+    with torch.inference_mode():
+        for x in (torch.randn(32, 3, generator=g).bfloat16().t(), torch.randn(3, 1, 32, generator=g).bfloat16()):
+            assert torch.equal(kernels.packed_linear(x, mod), F.linear(x, mod.weight, mod.bias))

@@ -1,0 +1,53 @@
+"""The inspector's row summaries: torch.topk's values and -sum p log p, from chosen rows read in place."""
+
+import math
+
+import pytest
+import torch
+
+from specviz.engine import tops
+from specviz.kernels import rowstats
+
+pytestmark = pytest.mark.skipif(rowstats._kernel() is None, reason="numba is not installed")
+
+
+def _probs(rows: int, V: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    scale = torch.logspace(-1, 1.7, rows)[:, None]  # flat to peaked
+    return torch.softmax(torch.randn(rows, V, generator=g) * scale, -1)
+
+
+@pytest.mark.parametrize("V", [49152, 1000, 130, 7])
+def test_summaries_match_torch_on_chosen_rows(V):
+    p = _probs(6, V)
+    p[2, : V // 2] = 0.0  # zeros count 0 in the entropy
+    rows, k = [5, 0, 2, 2], 8
+    vals, ids, h = rowstats.summarize(p, rows, k)
+    want_v, want_i = torch.topk(p[rows], min(k, V))
+    assert vals == want_v.tolist()
+    assert all(p[r, i].item() == v for r, i_row, v_row in zip(rows, ids, vals) for i, v in zip(i_row, v_row))
+    want_h = (-(p[rows].double() * torch.log(p[rows].double().clamp_min(1e-300))).sum(-1)).tolist()
+    assert h == pytest.approx(want_h, rel=2e-5, abs=1e-6)
+
+
+def test_edges_one_hot_uniform_ties_and_what_it_leaves_to_torch():
+    V = 300
+    p = torch.zeros(3, V)
+    p[0, 17] = 1.0  # one hot: entropy 0, one positive entry
+    p[1] = 1 / V  # uniform: entropy log V; ties keep the earlier index first
+    p[2, [5, 250]] = 0.5
+    vals, ids, h = rowstats.summarize(p, [0, 1, 2], 4)
+    assert ids[0][0] == 17 and vals[0][1:] == [0.0] * 3 and h[0] == 0.0
+    assert ids[1] == [0, 1, 2, 3] and h[1] == pytest.approx(math.log(V), rel=1e-6)
+    assert ids[2][:2] == [5, 250] and h[2] == pytest.approx(math.log(2), rel=1e-6)
+    assert rowstats.summarize(p.double(), [0], 4) is None and rowstats.summarize(p, [], 4) is None
+
+
+def test_summaries_are_top_pairs_and_entropies_to_four_digits():
+    p = _probs(5, 5000, seed=1)
+    fast = tops.summaries(p, [0, 3, 4], 6)
+    rows = p[[0, 3, 4]]
+    slow = tops.top_pairs(rows, 6), tops.entropies(rows)
+    assert [[i for i, _ in r] for r in fast[0]] == [[i for i, _ in r] for r in slow[0]]
+    assert [[v for _, v in r] for r in fast[0]] == [[v for _, v in r] for r in slow[0]]
+    assert fast[1] == pytest.approx(slow[1], rel=1e-3)
