@@ -275,10 +275,10 @@ def wanted(model: torch.nn.Module) -> bool:
 def bf16_linear_invariant(model: torch.nn.Module, rows: int = 17) -> bool:
     """Whether torch's bf16 gemm gives a row the same bits alone and among 2..`rows` rows (a tree of 16 and its root),
     over the plain weight and over the packed one (`packed_linear`), on a sample of `model`'s own linear layers (the
-    first decoder layer's and the output layer). With
-    `rows_attention` this is what keeps a bf16 target's verify forward equal to its decode step. Measured true on a
-    Xeon with AMX (oneDNN, 1-32 rows, every shape of the default target); nothing promises it elsewhere, so
-    `specviz.models.loading.load_pair` asks before it trusts bf16. About 0.1 s for the default target."""
+    first decoder layer's and the output layer). With `rows_attention` this is what keeps a bf16 target's verify
+    forward equal to its decode step. Measured true on a Xeon with AMX (oneDNN, 1-32 rows, every shape of the default
+    target); nothing promises it elsewhere, so `specviz.models.loading.load_pair` asks before it trusts bf16. About
+    0.1 s for the default target; the packed copies it makes are the ones decoding then uses."""
     lins = [m for m in model.modules() if type(m) is torch.nn.Linear]
     head = model.get_output_embeddings()
     g = torch.Generator().manual_seed(0)
