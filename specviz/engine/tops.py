@@ -62,9 +62,8 @@ def summaries(probs: torch.Tensor, index: list[int], k: int) -> tuple[list[list[
         rows = probs[torch.tensor(index, device=probs.device)]
         return top_pairs(rows, k), entropies(rows)
     vals, ids, h = fast
-    return [[[i, _sig(v)] for i, v in zip(i_row, v_row) if v > 0] for i_row, v_row in zip(ids, vals)], [
-        _sig(x) for x in h
-    ]
+    tops = [[[i, _sig(v)] for i, v in zip(i_row, v_row) if v > 0] for i_row, v_row in zip(ids, vals)]
+    return tops, [_sig(x) for x in h]
 
 
 def _by_node(nodes: list[int], rows: list[torch.Tensor], k: int) -> dict[int, list]:
