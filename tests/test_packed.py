@@ -83,3 +83,10 @@ def test_packed_linear_takes_a_bias_and_strided_rows():
     with torch.inference_mode():
         for x in (torch.randn(32, 3, generator=g).bfloat16().t(), torch.randn(3, 1, 32, generator=g).bfloat16()):
             assert torch.equal(kernels.packed_linear(x, mod), F.linear(x, mod.weight, mod.bias))
+
+
+def test_a_wrong_input_raises_as_f_linear_does_and_leaves_packing_on():
+    mod = torch.nn.Linear(32, 64, bias=False).to(torch.bfloat16)
+    with torch.inference_mode(), pytest.raises(RuntimeError):
+        kernels.packed_linear(torch.randn(3, 31).bfloat16(), mod)
+    assert not linear._packed["failed"]

@@ -251,8 +251,9 @@ def packed_linear(x: torch.Tensor, mod: torch.nn.Linear) -> torch.Tensor:
     try:
         return torch.ops.mkldnn._linear_pointwise(x, packed_copy(mod), mod.bias, "none", [], "")
     except Exception:
+        y = F.linear(x, mod.weight, mod.bias)  # a wrong input raises here, as it would without packing
         _packed["failed"] = True
-        return F.linear(x, mod.weight, mod.bias)
+        return y
 
 
 def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
