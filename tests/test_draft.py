@@ -141,7 +141,6 @@ def test_shipped_draft_loads_with_reduced_head():
 def test_eagle_training_lowers_loss_and_resumes(tmp_path, ctx):
     """The EAGLE trainer runs the shared loop (train/loop.py): loss falls, a finished checkpoint resumes to the
     same weights and history; with the context vocabulary too (loss and validation over each row's context)."""
-
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
     feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
@@ -159,7 +158,6 @@ def test_eagle_training_lowers_loss_and_resumes(tmp_path, ctx):
 def test_bf16_training_follows_fp32_and_keeps_fp32_weights(tmp_path):
     """`bf16`: the forward and backward run under bf16 autocast (the matmuls take the CPU's bf16 path), the
     weights and Adam's moments stay fp32, and the losses track an fp32 run of the same schedule."""
-
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
     feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
@@ -178,7 +176,6 @@ def test_bf16_training_follows_fp32_and_keeps_fp32_weights(tmp_path):
 def test_eagle_training_with_the_copy_input(tmp_path):
     """--copy-input widens a drafter with a zero block (step 0 = the drafter it continues); training then moves
     the block and the gains, and the card says which stage added the input."""
-
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
     feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
@@ -207,7 +204,6 @@ def test_eagle_training_with_the_copy_input(tmp_path):
 
 def test_eagle_recipe_counts_reach_the_data_and_the_card():
     """--greedy-prompts / --sampled-prompts are checked, and a stage that used other counts says so on the card."""
-
     _, cfg = parse(["--greedy-prompts", "256", "--sampled-prompts", "0"])
     assert (cfg.greedy_prompts, cfg.sampled_prompts) == (256, 0)
     base = DraftTrainConfig()
@@ -297,7 +293,6 @@ def test_target_written_prompts_are_finished_distinct_and_seeded():
 def test_held_out_matches_see_only_the_context_so_far():
     """The held-out evaluation runs each sequence in one forward; with a context vocabulary its row for position
     t + 1 must cover ids_<=t only, exactly what token-by-token decoding covers."""
-
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m, n=6, new=10)
     draft = LM(tiny_llama(vocab=64, layers=1, hidden=32, seed=3), head_ids=torch.arange(0, 64, 4), context_vocab=True)
@@ -325,7 +320,6 @@ def test_held_out_matches_see_only_the_context_so_far():
 
 
 def test_coverage_counts_head_ids_and_the_context_before_each_token():
-
     tokens = torch.tensor([1, 7, 9, 4, 7, 30], dtype=torch.int32)  # prompt 1 7 9, answer 4 7 30
     data = Distill(
         tokens=tokens,
@@ -411,7 +405,6 @@ def test_a_shard_is_rebuilt_from_its_kept_answers_by_prefill_alone(tmp_path, mon
 
 def test_a_rewritten_card_keeps_the_sections_kept_by_hand(tmp_path):
     """The trainers rewrite README.md after every run; the history written below the generated sections stays."""
-
     path = tmp_path / "README.md"
     write_card(path, "# d\n\nintro\n\n## Recipe (seed 0)\nold recipe\n\n## Held-out metrics\n0.5\n")
     path.write_text(path.read_text() + "\n## Stage by stage\nstage 1 by hand\n\n## Head\nhead by hand\n")

@@ -100,7 +100,6 @@ def test_sequence_lookups_read_each_prefix():
 def test_the_engine_reads_the_lookup_the_drafter_was_trained_with():
     """Committed tokens the target has run read exactly the training lookup (every position's own prefix);
     a drafted token reads the committed tokens' n-grams and its own path's newest tokens."""
-
     pair = eagle_pair(copy=True)
     e = pair.eagle
     x = torch.tensor([LOOPY])
@@ -311,7 +310,6 @@ def test_bench_spec_suffix():
 
 
 def test_resolved_drafter_is_recorded():
-
     pair = eagle_pair()
     assert generate(pair, PROMPT, RunConfig(method="chain", max_new_tokens=4)).models["drafter"] == "eagle"
     assert (
@@ -328,7 +326,6 @@ def test_acceptance_head_rows_match_the_engine(copy):
     """Head data for a feature drafter (train/head_data.batch_rows), greedy regime, no target-token mixing:
     each label is 1[target argmax = drafter argmax] with the drafter reading the target's text through exact
     features, and the first drafted token's row holds the hidden state the engine computes when it drafts it."""
-
     pair = eagle_pair(copy=copy)
     cfg = HeadTrainConfig(prompts=2, new_tokens=6, gen_batch=1, greedy_fraction=1.0, mixing_ratio=0.0)
     rows = batch_rows(pair.target, pair.eagle, [PROMPT], cfg, True, torch.Generator().manual_seed(0), set(), 0)
@@ -368,7 +365,6 @@ def test_acceptance_head_rows_match_the_engine(copy):
 
 def test_step_costs_of_the_eagle_drafter():
     """sweep pick-h times the drafter SpecDec++ will run: measure_costs(draft=...) steps that one."""
-
     pair = eagle_pair()
     before = pair.eagle.forwards, pair.draft.forwards
     costs = measure_costs(pair, context=8, max_tokens=3, repeats=1, draft=pair.eagle)

@@ -123,7 +123,6 @@ def test_buckets_and_refusals():
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("name", ["chain", "dyspec"])
 def test_eagle_runs_equal_the_growing_cache(name, temperature):
-
     pair = eagle_pair(copy=True)
     if ROWS:
         for lm in (pair.target, pair.eagle):

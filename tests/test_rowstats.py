@@ -40,6 +40,7 @@ def test_edges_one_hot_uniform_ties_and_what_it_leaves_to_torch():
     assert ids[0][0] == 17 and vals[0][1:] == [0.0] * 3 and h[0] == 0.0
     assert ids[1] == [0, 1, 2, 3] and h[1] == pytest.approx(math.log(V), rel=1e-6)
     assert ids[2][:2] == [5, 250] and h[2] == pytest.approx(math.log(2), rel=1e-6)
+    assert rowstats.summarize(p, [2, 1], 4, entropy=False) == ([vals[2], vals[1]], [ids[2], ids[1]], [])
     assert rowstats.summarize(p.double(), [0], 4) is None and rowstats.summarize(p, [], 4) is None
 
 

@@ -54,13 +54,15 @@ def entropies(rows: torch.Tensor) -> list[float]:
     return [_sig(x) for x in h.tolist()]
 
 
-def summaries(probs: torch.Tensor, index: list[int], k: int) -> tuple[list[list[list]], list[float]]:
-    """`top_pairs` and `entropies` of `probs`' rows `index`: in one pass over each row, in place, where the kernel
-    serves (`kernels.rowstats`), else from a copy of the rows."""
-    fast = rowstats.summarize(probs, index, k)
+def summaries(
+    probs: torch.Tensor, index: list[int], k: int, entropy: bool = True
+) -> tuple[list[list[list]], list[float]]:
+    """`top_pairs` and, with `entropy`, `entropies` (else []) of `probs`' rows `index`: in one pass over each row, in
+    place, where the kernel serves (`kernels.rowstats`), else from a copy of the rows."""
+    fast = rowstats.summarize(probs, index, k, entropy)
     if fast is None:
         rows = probs[torch.tensor(index, device=probs.device)]
-        return top_pairs(rows, k), entropies(rows)
+        return top_pairs(rows, k), entropies(rows) if entropy else []
     vals, ids, h = fast
     tops = [[[i, _sig(v)] for i, v in zip(i_row, v_row) if v > 0] for i_row, v_row in zip(ids, vals)]
     return tops, [_sig(x) for x in h]
@@ -88,7 +90,7 @@ def round_tops(
     p_tops, p_h = summaries(probs, parents, k)
     p_at, h_at = dict(zip(parents, p_tops)), dict(zip(parents, p_h))
     q_rows = torch.stack([dists[u] for u in drew]).to(probs) if drew else None
-    q_at = dict(zip(drew, summaries(q_rows, list(range(len(drew))), k)[0])) if drew else {}
+    q_at = dict(zip(drew, summaries(q_rows, list(range(len(drew))), k, entropy=False)[0])) if drew else {}
     q_top, p_top, p_entropy = [None], [None], [None]
     for c in range(1, n):
         u = tree.parents[c]

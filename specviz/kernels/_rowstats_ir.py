@@ -102,11 +102,13 @@ def _top(p, bmax, vals, ids):
 @numba.njit(parallel=True, cache=True, boundscheck=False, nogil=True)
 def summarize(probs, rows, vals, ids, entropy):
     """For each r, of row rows[r] of probs (N, V) fp32, C-contiguous: its k = vals.shape[1] largest entries
-    (vals[r], their indices ids[r]) and its entropy in nats, -sum p ln p (entropy[r], >= 0)."""
+    (vals[r], their indices ids[r]) and, where `entropy` has a place for it (len(rows) of them, else none), its
+    entropy in nats, -sum p ln p (entropy[r], >= 0)."""
     nb = (probs.shape[1] + BLOCK - 1) // BLOCK
     for r in numba.prange(rows.shape[0]):
         p = probs[rows[r]]
         bmax = np.empty(nb, np.float32)
         _block_max(p, bmax)
-        entropy[r] = max(np.float32(0.0), -_plogp(p))
+        if entropy.shape[0]:
+            entropy[r] = max(np.float32(0.0), -_plogp(p))
         _top(p, bmax, vals[r], ids[r])

@@ -28,16 +28,17 @@ def _kernel():
 
 
 def summarize(
-    probs: torch.Tensor, rows: list[int], k: int
+    probs: torch.Tensor, rows: list[int], k: int, entropy: bool = True
 ) -> tuple[list[list[float]], list[list[int]], list[float]] | None:
-    """The k largest entries of each of `probs`' `rows` (values, ids: largest first) and each row's entropy in nats,
-    for a CPU fp32 `probs` (N, V); None where the kernel does not serve (numba missing, another device or dtype)."""
+    """The k largest entries of each of `probs`' `rows` (values, ids: largest first) and, with `entropy`, each row's
+    entropy in nats (else []), for a CPU fp32 `probs` (N, V); None where the kernel does not serve (numba missing,
+    another device or dtype)."""
     kernel = _kernel()
     if kernel is None or probs.device.type != "cpu" or probs.dtype != torch.float32 or probs.ndim != 2 or not rows:
         return None
     p = probs.detach().contiguous().numpy()
     k = min(k, p.shape[1])
     m = len(rows)
-    vals, ids, h = np.empty((m, k), np.float32), np.empty((m, k), np.int64), np.empty(m, np.float32)
+    vals, ids, h = np.empty((m, k), np.float32), np.empty((m, k), np.int64), np.empty(m if entropy else 0, np.float32)
     kernel(p, np.asarray(rows, np.int64), vals, ids, h)
     return vals.tolist(), ids.tolist(), h.tolist()
