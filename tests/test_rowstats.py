@@ -1,4 +1,5 @@
-"""The inspector's row summaries: torch.topk's values and -sum p log p, from chosen rows read in place."""
+"""Row statistics: the inspector's summaries (torch.topk's values and -sum p log p, from chosen rows read in place)
+and the greedy verify's argmax (torch's index: the first of equal maxima, or the first NaN)."""
 
 import math
 
@@ -52,3 +53,25 @@ def test_summaries_are_top_pairs_and_entropies_to_four_digits():
     assert [[i for i, _ in r] for r in fast[0]] == [[i for i, _ in r] for r in slow[0]]
     assert [[v for _, v in r] for r in fast[0]] == [[v for _, v in r] for r in slow[0]]
     assert fast[1] == pytest.approx(slow[1], rel=1e-3)
+
+
+@pytest.mark.parametrize("V", [49152, 700, 129, 128, 1])
+def test_argmax_is_torchs_index_on_ties_infinities_zeros_and_nans(V):
+    g = torch.Generator().manual_seed(V)
+    x = torch.randint(-3, 3, (400, V), generator=g).float()  # many ties
+    r = torch.rand(400, V, generator=g)
+    x[r < 0.002] = float("nan")
+    x[(r > 0.01) & (r < 0.05)] = float("-inf")
+    x[(r > 0.05) & (r < 0.07)] = float("inf")
+    x[(r > 0.1) & (r < 0.3)] = -0.0
+    x[::7] = float("-inf")  # rows of -inf only: index 0
+    x[1::7] = torch.randn(V, generator=g) * 30  # real logits: one maximum
+    assert rowstats.argmax(x) == x.argmax(-1).tolist()
+
+
+def test_argmax_leaves_other_dtypes_and_empty_rows_to_torch():
+    x = torch.randn(3, 50).double()
+    assert rowstats.argmax(x) == x.argmax(-1).tolist()
+    assert rowstats.argmax(x.float()[:, ::2]) == x.float()[:, ::2].argmax(-1).tolist()  # strided: a contiguous copy
+    with pytest.raises((RuntimeError, IndexError)):
+        rowstats.argmax(torch.empty(2, 0))

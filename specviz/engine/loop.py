@@ -20,6 +20,7 @@ from specviz.core.sampling import make_rng, warp
 from specviz.core.trace import RoundTrace
 from specviz.core.verify import verify_greedy, verify_sampled
 from specviz.engine.tops import round_tops
+from specviz.kernels import rowstats
 from specviz.methods.base import Drafter
 from specviz.methods.registry import make_drafter
 from specviz.models.loading import Pair
@@ -63,7 +64,7 @@ def iter_rounds(
         clock.mark()
         # 3. verify (its verdict reaching the host is the round's sync)
         if s.greedy:
-            verdict = verify_greedy(tree, logits.argmax(-1).tolist())
+            verdict = verify_greedy(tree, rowstats.argmax(logits))
         else:
             verdict = verify_sampled(tree, probs, prop.proposals, rng, prop.copied)
         tops = (

@@ -112,3 +112,40 @@ def summarize(probs, rows, vals, ids, entropy):
         if entropy.shape[0]:
             entropy[r] = max(np.float32(0.0), -_plogp(p))
         _top(p, bmax, vals[r], ids[r])
+
+
+@numba.njit(cache=True, boundscheck=False, nogil=True)
+def _first_nan(p):
+    """The index of row p's first NaN, or -1: its bits OR-ed a vector at a time, then found one by one."""
+    bad = np.int32(0)
+    for j in range(p.shape[0]):
+        bad |= np.int32((_bits(p[j]) & np.int32(0x7FFFFFFF)) > np.int32(0x7F800000))
+    if bad == 0:
+        return -1
+    j = 0
+    while p[j] == p[j]:
+        j += 1
+    return j
+
+
+@numba.njit(parallel=True, cache=True, boundscheck=False, nogil=True)
+def argmax(x, out):
+    """out[i] = torch.argmax(x[i]) for x (n, V) fp32, C-contiguous, V > 0: the first index of the row's largest
+    entry, or of its first NaN where it has one. The blocks' maxima sixteen lanes at a time (`_block_max`), then the
+    first block holding the largest is read again for its first entry equal to it (-0 equals +0, as torch compares)."""
+    nb = (x.shape[1] + BLOCK - 1) // BLOCK
+    for i in numba.prange(x.shape[0]):
+        p = x[i]
+        j = _first_nan(p)
+        if j < 0:
+            bmax = np.empty(nb, np.float32)
+            _block_max(p, bmax)
+            best = 0
+            for b in range(1, nb):
+                if bmax[b] > bmax[best]:
+                    best = b
+            m = bmax[best]
+            j = best * BLOCK
+            while not p[j] == m:  # a row of -inf: m = -inf, found at 0
+                j += 1
+        out[i] = j

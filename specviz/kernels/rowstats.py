@@ -1,4 +1,5 @@
-"""What a probability row is shown as, computed in one pass: its top k entries and its entropy (`summarize`).
+"""Row statistics of the target's output in one pass a row: a probability row's top k entries and entropy
+(`summarize`), what the node inspector shows, and a logit row's argmax (`argmax`), what a greedy verify reads.
 
 The node inspector keeps, every round, the top of the target's distribution at each parent in the tree and its
 entropy. In torch that is a copy of the chosen rows and seven passes over each (a block top-k and five elementwise
@@ -6,6 +7,10 @@ steps of -sum p log p): about 0.9 ms a round of the default pair on a 2-core Xeo
 kernel (`_rowstats_ir.summarize`) reads each chosen row in place, once, with the rows split over the threads.
 Its top k are torch.topk's values (indices may differ among equal values); its entropy uses its own log (relative
 error under 1e-7) and sums in vector lanes, so it agrees with torch's to float rounding, not bit for bit.
+
+torch's argmax of a float32 row runs one element at a time (80 µs for the default target's 49,152 logits on a 2-core
+Xeon, 650 µs for a 16-token verify); `argmax` finds the same index (the first of equal maxima, or the first NaN)
+from sixteen-lane block maxima, 13 and 93 µs.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-_state = {"kernel": None, "failed": False}
+_state = {"kernel": None, "failed": False}  # kernel: the `_rowstats_ir` module, once imported
 
 
 def _kernel():
@@ -21,7 +26,7 @@ def _kernel():
         try:
             from specviz.kernels import _rowstats_ir
 
-            _state["kernel"] = _rowstats_ir.summarize
+            _state["kernel"] = _rowstats_ir
         except Exception:
             _state["failed"] = True
     return _state["kernel"]
@@ -40,5 +45,16 @@ def summarize(
     k = min(k, p.shape[1])
     m = len(rows)
     vals, ids, h = np.empty((m, k), np.float32), np.empty((m, k), np.int64), np.empty(m if entropy else 0, np.float32)
-    kernel(p, np.asarray(rows, np.int64), vals, ids, h)
+    kernel.summarize(p, np.asarray(rows, np.int64), vals, ids, h)
     return vals.tolist(), ids.tolist(), h.tolist()
+
+
+def argmax(logits: torch.Tensor) -> list[int]:
+    """`logits.argmax(-1).tolist()` of a 2-D `logits` (n, V): the kernel's where it serves (CPU fp32), else torch's."""
+    kernel = _kernel()
+    if kernel is None or logits.device.type != "cpu" or logits.dtype != torch.float32 or logits.shape[-1] == 0:
+        return logits.argmax(-1).tolist()
+    x = logits.detach().contiguous().numpy()
+    out = np.empty(x.shape[0], np.int64)
+    kernel.argmax(x, out)
+    return out.tolist()

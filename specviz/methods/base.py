@@ -17,6 +17,7 @@ import torch
 from specviz.core.config import SamplingConfig
 from specviz.core.sampling import sample, warp
 from specviz.core.trace import DraftTree, RoundTrace
+from specviz.kernels import rowstats
 from specviz.models.lm import LM
 
 
@@ -80,7 +81,7 @@ class DraftLMDrafter(Drafter):
         distribution of `logits`, when the caller has it already."""
         q = warp(logits, self.sampling) if q is None else q
         if self.sampling.greedy:
-            y = int(torch.argmax(logits))
+            y = rowstats.argmax(logits[None])[0]
             return y, float(q[y]), None
         y = sample(q, self.rng)
         return y, float(q[y]), q
