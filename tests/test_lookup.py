@@ -30,7 +30,7 @@ from specviz.core.tree import children
 from specviz.engine.loop import iter_rounds
 from specviz.engine.record import generate
 from specviz.methods.lookup.drafter import LookupDrafter
-from specviz.methods.lookup.plan import best_extension, prior
+from specviz.methods.lookup.plan import best_extension, calibrated, prior
 from specviz.methods.registry import BUILDERS
 from specviz.methods.trees.dyspec import DySpecDrafter
 from specviz.tools.bench.specs import BenchConfig, method_knobs, parse_settings
@@ -143,17 +143,20 @@ def test_copies_go_past_the_budget_where_verifying_is_cheap(kind):
 
 # -- greedy: every run equals the autoregressive one --------------------------------------------------------------
 
+UNRATED = LookupConfig(draft_rated=False)  # these tiny targets do not repeat LOOPY: keep the copies the drafts doubt
 RUNS = {
     "lookup": RunConfig(method="lookup"),
     "lookup-k6": RunConfig(method="lookup", lookup=LookupConfig(k=6, max_ngram=3)),
-    "dyspec-lookup-level": RunConfig(method="dyspec", copy=True, dyspec=DySpecConfig(budget=6, max_depth=5)),
+    "dyspec-lookup-level": RunConfig(
+        method="dyspec", copy=True, lookup=UNRATED, dyspec=DySpecConfig(budget=6, max_depth=5)
+    ),
     "dyspec-lookup-heap": RunConfig(
-        method="dyspec", copy=True, dyspec=DySpecConfig(budget=6, max_depth=5, level_threshold=0.0)
+        method="dyspec", copy=True, lookup=UNRATED, dyspec=DySpecConfig(budget=6, max_depth=5, level_threshold=0.0)
     ),
     "chain-copy": RunConfig(method="chain", copy=True, chain=ChainConfig(2)),
     "heuristic-copy": RunConfig(method="heuristic", copy=True),
-    "kary-copy": RunConfig(method="kary", copy=True, tree=TreeConfig(width=2, depth=2)),
-    "sequoia-copy": RunConfig(method="sequoia", copy=True, tree=TreeConfig(budget=5)),
+    "kary-copy": RunConfig(method="kary", copy=True, lookup=UNRATED, tree=TreeConfig(width=2, depth=2)),
+    "sequoia-copy": RunConfig(method="sequoia", copy=True, lookup=UNRATED, tree=TreeConfig(budget=5)),
 }
 
 
@@ -188,14 +191,26 @@ def test_lookup_method_uses_no_draft_model_and_stops_at_eos():
 
 
 def test_dyspec_spends_the_budget_on_a_confident_copy():
-    """An 8-token match (priors 0.92 / 0.87 / 0.82) takes the budget the draft's first guess leaves."""
+    """An 8-token match (priors 0.92 / 0.87 / 0.82) takes the budget the draft's first guess leaves; rated by a
+    draft that finds its first token improbable (random weights), it is worth a few percent and takes none."""
     pair = sharp_pair("random")
-    run = RunConfig(method="dyspec", max_new_tokens=8, copy=True, dyspec=DySpecConfig(budget=3))
+    run = RunConfig(method="dyspec", max_new_tokens=8, copy=True, lookup=UNRATED, dyspec=DySpecConfig(budget=3))
     ar = generate(pair, LOOPY * 3, RunConfig(method="ar", max_new_tokens=8)).output_ids
     tr = generate(pair, LOOPY * 3, run)
     assert tr.output_ids == ar
     first = tr.rounds[0]
     assert len(first.copied) >= 2 and first.n_drafted == 3
+    rated = generate(pair, LOOPY * 3, replace(run, lookup=LookupConfig()))
+    assert rated.output_ids == ar and not rated.rounds[0].copied and rated.rounds[0].n_drafted == 3
+
+
+def test_calibration_rescales_the_priors_by_the_drafts_own_rating():
+    alphas = prior(3, 4)  # a 3-token match: 0.60 / 0.40 / 0.30 / 0.22
+    doubted, believed = calibrated(alphas, 0.001), calibrated(alphas, 0.95)
+    assert doubted[0] < 0.1 < 0.8 < believed[0] <= 1.0
+    for cal in (doubted, believed):  # the later copies keep their ratios to the first
+        assert cal[1:] == pytest.approx([a * cal[0] / alphas[0] for a in alphas[1:]])
+    assert calibrated([], 0.5) == [] and calibrated([0.0, 0.0], 0.9) == [0.0, 0.0]
 
 
 def test_trace_keeps_copied_nodes_and_rejects_bad_ones():

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 from specviz.core.config import LookupConfig
 from specviz.core.curves import interpolate
 from specviz.core.ngram import NgramIndex
-from specviz.core.priors import LOOKUP_ACCEPTANCE, LOOKUP_ACCEPTANCE_SAMPLED
+from specviz.core.priors import COPY_CALIBRATION, LOOKUP_ACCEPTANCE, LOOKUP_ACCEPTANCE_SAMPLED
 
 
 def plan(
@@ -41,6 +42,22 @@ def best_extension(tokens: float, rows: int, alphas: Sequence[float], curve: dic
         if rate > best_rate:
             best, best_rate = m, rate
     return best
+
+
+def calibrated(alphas: Sequence[float], q: float) -> list[float]:
+    """A greedy copy's cumulative priors `alphas` once the draft has rated its first token (probability q at the
+    root): the first becomes P(accepted | alpha_1, q) (`specviz.core.priors.COPY_CALIBRATION`), the later ones keep
+    their ratios to it (the chance the copy goes on, once its first token is right)."""
+    if not alphas or alphas[0] <= 0:
+        return list(alphas)
+    b0, b1, b2 = COPY_CALIBRATION
+    first = 1.0 / (1.0 + math.exp(-(b0 + b1 * _logit(alphas[0]) + b2 * _logit(q))))
+    return [min(1.0, a * first / alphas[0]) for a in alphas]
+
+
+def _logit(p: float, eps: float = 1e-4) -> float:
+    p = min(max(p, eps), 1.0 - eps)
+    return math.log(p / (1.0 - p))
 
 
 def cut_at_eos(tokens: Sequence[int], eos_ids: set[int]) -> list[int]:

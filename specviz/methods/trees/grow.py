@@ -9,9 +9,10 @@ is worth w(c) = w(u) * D[u][c]. Children are kept in the order they were drawn (
 verifier tests them in that order against the same D.
 
 Copied nodes (prompt lookup, `specviz.methods.lookup`; DySpec with ``RunConfig.copy`` on): the context's own
-continuation offers a chain of tokens with prior acceptance ``alpha`` (cumulative, from the root); a *copy slot*
-at the root, and then at each copied node, is worth ``alpha[j]``, and a grower may spend budget on it like on a
-sampling slot.
+continuation offers a chain of tokens with prior acceptance ``alpha`` (cumulative, from the root; at temperature 0
+rescaled by the draft's probability of the first copied token, `LookupConfig.draft_rated`); a *copy slot* at the
+root, and then at each copied node, is worth ``alpha[j]``, and a grower may spend budget on it like on a sampling
+slot.
 A copied node is a point-mass proposal; the token it copies is removed from its parent's D before any draw
 (``D`` is then that renormalised remainder, ``scale[u]`` the draft mass it kept), so no drawn sibling
 repeats it and the verifier's sequential rejection stays exact. Copying needs no draft forward.
@@ -37,7 +38,7 @@ from specviz.core.ngram import NgramIndex
 from specviz.core.sampling import warp
 from specviz.core.trace import DraftTree
 from specviz.methods.base import DraftLMDrafter, Proposal
-from specviz.methods.lookup.plan import best_extension, plan
+from specviz.methods.lookup.plan import best_extension, calibrated, plan
 
 
 def draw_order(
@@ -115,6 +116,8 @@ class TreeDrafter(DraftLMDrafter):
                 self.copy_at[0], self.open_copy = 0, 0
         self.draft_forwards = 1
         self._set_dists([0], logits[None])
+        if self.copy_toks and self.sampling.greedy and self.lookup.draft_rated:  # the draft rated the first copy
+            self.copy_alpha = calibrated(self.copy_alpha, 1.0 - self.scale[0])
 
     @property
     def n_drafted(self) -> int:
