@@ -7,6 +7,7 @@ tests in test_trees.py.
 """
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -34,6 +35,7 @@ from specviz.methods.lookup.plan import best_extension, calibrated, prior
 from specviz.methods.registry import BUILDERS
 from specviz.methods.trees.dyspec import DySpecDrafter
 from specviz.tools.bench.specs import BenchConfig, method_knobs, parse_settings
+from specviz.tools.copy_calibration import by_rating, copy_ratings, fit
 from specviz.tools.lookup_priors import measure
 
 LOOPY = [5, 9, 17, 3, 5, 9, 17, 3, 5, 9]  # a prompt that repeats itself: lookup has something to copy
@@ -207,7 +209,7 @@ def test_dyspec_spends_the_budget_on_a_confident_copy():
 def test_calibration_rescales_the_priors_by_the_drafts_own_rating():
     alphas = prior(3, 4)  # a 3-token match: 0.60 / 0.40 / 0.30 / 0.22
     doubted, believed = calibrated(alphas, 0.001), calibrated(alphas, 0.95)
-    assert doubted[0] < 0.1 < 0.8 < believed[0] <= 1.0
+    assert doubted[0] < 0.1 < 0.75 < believed[0] <= 1.0
     for cal in (doubted, believed):  # the later copies keep their ratios to the first
         assert cal[1:] == pytest.approx([a * cal[0] / alphas[0] for a in alphas[1:]])
     assert calibrated([], 0.5) == [] and calibrated([0.0, 0.0], 0.9) == [0.0, 0.0]
@@ -278,3 +280,20 @@ def test_rounds_with_copies_are_lossless_end_to_end(variant):
     pvalue = bigram_pvalue(counts, target, last=0)
     print(f"{variant}: end-to-end chi-square p-value {pvalue:.4f}")
     assert pvalue > 1e-3
+
+
+def test_copy_calibration_collects_ratings_and_fits_a_known_rule():
+    pair = sharp_pair("near")
+    run = RunConfig(method="dyspec", max_new_tokens=16, copy=True, lookup=UNRATED, dyspec=DySpecConfig(budget=3))
+    rows = copy_ratings(pair, [LOOPY * 3], run, progress=False)
+    assert rows and all(0 <= a <= 1 and 0 <= q <= 1 and isinstance(ok, bool) for a, q, ok in rows)
+    assert sum(r["rounds"] for r in by_rating(rows)) == len(rows)
+    g = torch.Generator().manual_seed(0)
+    synth = []  # accepted with probability sigmoid(-1 + 0.5 logit(alpha) + logit(q))
+    for a, q, u in torch.rand(6000, 3, generator=g).tolist():
+        a = 0.05 + 0.9 * a
+        z = -1.0 + 0.5 * math.log(a / (1 - a)) + math.log(max(q, 1e-4) / (1 - min(q, 1 - 1e-4)))
+        synth.append((a, q, u < 1 / (1 + math.exp(-z))))
+    assert fit(synth) == pytest.approx((-1.0, 0.5, 1.0), abs=0.15)
+    with pytest.raises(ValueError, match="few rounds"):
+        fit(synth[:2])

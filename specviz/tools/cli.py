@@ -31,6 +31,7 @@ from specviz.models.loading import load_pair
 from specviz.tools.acceptance import main as acceptance_main
 from specviz.tools.bench.run import main as bench_main
 from specviz.tools.budget import main as budget_main
+from specviz.tools.copy_calibration import main as copy_calibration_main
 from specviz.tools.loadtest import main as loadtest_main
 from specviz.tools.lookup_priors import main as lookup_priors_main
 from specviz.tools.record import main as record_main
@@ -185,6 +186,7 @@ TOOLS = {
     "budget": budget_main,
     "acceptance": acceptance_main,
     "lookup-priors": lookup_priors_main,
+    "copy-calibration": copy_calibration_main,
     "record": record_main,
     "report": report_main,
     "screenshot": screenshot_main,

@@ -80,6 +80,7 @@ class TreeDrafter(DraftLMDrafter):
     curve: dict | None = None  # the target's verify curve: copies past the budget (lookup.extend_to)
     index: NgramIndex | None = None
     record_frontier: int = 0  # growers that choose where to draw: keep this many best slots per step (0: none)
+    copy_rating: tuple[float, float] | None = None  # this round's first copy: (its prior, the draft's probability)
 
     def begin(self, prompt_ids):
         super().begin(prompt_ids)
@@ -116,8 +117,10 @@ class TreeDrafter(DraftLMDrafter):
                 self.copy_at[0], self.open_copy = 0, 0
         self.draft_forwards = 1
         self._set_dists([0], logits[None])
-        if self.copy_toks and self.sampling.greedy and self.lookup.draft_rated:  # the draft rated the first copy
-            self.copy_alpha = calibrated(self.copy_alpha, 1.0 - self.scale[0])
+        # (prior, the draft's probability) of the first copied token: what `specviz copy-calibration` fits
+        self.copy_rating = (self.copy_alpha[0], 1.0 - self.scale[0]) if self.copy_toks else None
+        if self.copy_rating and self.sampling.greedy and self.lookup.draft_rated:
+            self.copy_alpha = calibrated(self.copy_alpha, self.copy_rating[1])
 
     @property
     def n_drafted(self) -> int:
