@@ -24,7 +24,7 @@ from specviz.core.config import (
 )
 from specviz.core.curves import device_curve
 from specviz.core.ngram import NgramIndex
-from specviz.core.priors import LOOKUP_ACCEPTANCE, LOOKUP_ACCEPTANCE_SAMPLED
+from specviz.core.priors import COPY_CALIBRATION, LOOKUP_ACCEPTANCE, LOOKUP_ACCEPTANCE_SAMPLED
 from specviz.core.sampling import make_rng
 from specviz.core.trace import GenerationTrace
 from specviz.core.tree import children
@@ -209,7 +209,11 @@ def test_dyspec_spends_the_budget_on_a_confident_copy():
 def test_calibration_rescales_the_priors_by_the_drafts_own_rating():
     alphas = prior(3, 4)  # a 3-token match: 0.60 / 0.40 / 0.30 / 0.22
     doubted, believed = calibrated(alphas, 0.001), calibrated(alphas, 0.95)
-    assert doubted[0] < 0.1 < 0.75 < believed[0] <= 1.0
+    b0, b1, b2 = COPY_CALIBRATION
+    for cal, q in ((doubted, 0.001), (believed, 0.95)):  # sigmoid(b0 + b1 logit(alpha_1) + b2 logit(q))
+        z = b0 + b1 * math.log(alphas[0] / (1 - alphas[0])) + b2 * math.log(q / (1 - q))
+        assert cal[0] == pytest.approx(1 / (1 + math.exp(-z)))
+    assert doubted[0] < 0.1 < alphas[0] < believed[0] <= 1.0  # the draft's doubt lowers the prior, its belief raises it
     for cal in (doubted, believed):  # the later copies keep their ratios to the first
         assert cal[1:] == pytest.approx([a * cal[0] / alphas[0] for a in alphas[1:]])
     assert calibrated([], 0.5) == [] and calibrated([0.0, 0.0], 0.9) == [0.0, 0.0]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Sequence
 
@@ -24,6 +23,7 @@ from specviz.core.config import DTYPES, DySpecConfig, LookupConfig, ModelConfig,
 from specviz.core.prompts import encode_prompt
 from specviz.core.sampling import make_rng
 from specviz.engine.loop import iter_rounds
+from specviz.methods.lookup.plan import logit
 from specviz.methods.registry import make_drafter
 from specviz.models.loading import load_pair
 from specviz.train.prompts import compose
@@ -50,7 +50,7 @@ def fit(rows: Sequence[tuple]) -> tuple[float, float, float]:
     [1e-4, 1 - 1e-4])."""
     if len(rows) < 3:
         raise ValueError(f"need a few rounds with copies to fit, got {len(rows)}")
-    x = torch.tensor([[1.0, _logit(a), _logit(q)] for a, q, _ in rows], dtype=torch.float64)
+    x = torch.tensor([[1.0, logit(a), logit(q)] for a, q, _ in rows], dtype=torch.float64)
     y = torch.tensor([float(ok) for *_, ok in rows], dtype=torch.float64)
     w = torch.zeros(3, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([w], max_iter=200, line_search_fn="strong_wolfe")
@@ -63,11 +63,6 @@ def fit(rows: Sequence[tuple]) -> tuple[float, float, float]:
 
     opt.step(loss)
     return tuple(round(float(v), 3) for v in w.detach())
-
-
-def _logit(p: float, eps: float = 1e-4) -> float:
-    p = min(max(p, eps), 1.0 - eps)
-    return math.log(p / (1.0 - p))
 
 
 def by_rating(rows: Sequence[tuple]) -> list[dict]:

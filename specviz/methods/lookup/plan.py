@@ -51,11 +51,12 @@ def calibrated(alphas: Sequence[float], q: float) -> list[float]:
     if not alphas or alphas[0] <= 0:
         return list(alphas)
     b0, b1, b2 = COPY_CALIBRATION
-    first = 1.0 / (1.0 + math.exp(-(b0 + b1 * _logit(alphas[0]) + b2 * _logit(q))))
+    first = 1.0 / (1.0 + math.exp(-(b0 + b1 * logit(alphas[0]) + b2 * logit(q))))
     return [min(1.0, a * first / alphas[0]) for a in alphas]
 
 
-def _logit(p: float, eps: float = 1e-4) -> float:
+def logit(p: float, eps: float = 1e-4) -> float:
+    """log(p / (1 - p)), p clipped to [eps, 1 - eps]."""
     p = min(max(p, eps), 1.0 - eps)
     return math.log(p / (1.0 - p))
 
