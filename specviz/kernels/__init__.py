@@ -1,9 +1,10 @@
-"""specviz's compute kernels: few-row linear products and batch-invariant attention for CPU decoding.
+"""specviz's compute kernels: few-row linear products, batch-invariant attention and fused elementwise steps for CPU
+decoding.
 
-`linear` installs them on a model (skinny / half-row / int8 / prepacked bf16 products); `attention` holds the
-attention functions registered with transformers; `rowkernel` and `_rowkernel_ir` are the numba row kernel,
-`_attention_ir` the invariant attention built on it; `rowstats` summarizes probability rows (top k, entropy) for the
-node inspector.
+`linear` installs them on a model (skinny / half-row / int8 / prepacked bf16 products, the fused norm); `attention`
+holds the attention functions registered with transformers; `rowkernel` and `_rowkernel_ir` are the numba row kernel,
+`_attention_ir` the invariant attention built on it; `elementwise` and `_elementwise_ir` the fused rotary embedding
+and RMS norm; `rowstats` summarizes probability rows (top k, entropy) for the node inspector.
 """
 
 from specviz.kernels.attention import ROWS_MAX_QUERIES, rows_attention, sdpa_gqa

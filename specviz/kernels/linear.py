@@ -42,8 +42,9 @@ layout (`packed_linear`): F.linear hands oneDNN the plain (out, in) weight, whic
 the default target that reorder was about 40 % of every product, one row or seventeen. Same kernel, same bits.
 
 `install(model)` swaps the skinny forward into every `nn.Linear` of a CPU fp32 or bf16 model (one row included:
-it pads to two, `padded_rows`; bf16 runs `packed_linear`) and `sdpa_gqa` (a bf16 target: `rows_attention`) in for
-its sdpa attention; `stock(model)` puts the stock forward and attention back for a while, so the Hugging Face
+it pads to two, `padded_rows`; bf16 runs `packed_linear`), `sdpa_gqa` (a bf16 target: `rows_attention`) in for
+its sdpa attention and, in a bf16 model, the fused RMS norm (`elementwise`) in for its norms' forward;
+`stock(model)` puts the stock forward, norms and attention back for a while, so the Hugging Face
 baselines run exactly as a user would run them; `full_rows(model)` turns the half rows off for a while (the
 benchmark's ablation).
 """
@@ -58,7 +59,7 @@ import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from specviz.kernels import rowkernel
+from specviz.kernels import elementwise, rowkernel
 from specviz.kernels.attention import rows_attention, sdpa_gqa
 
 ATTENTION = "specviz_sdpa_gqa"  # a draft's attention
@@ -305,10 +306,11 @@ def invariant_attention(model: torch.nn.Module, half_rows: bool = False) -> bool
 
 
 def install(model: torch.nn.Module, half_rows: bool = False) -> int:
-    """Give every nn.Linear of `model` the skinny forward, where `wanted`, and its sdpa attention `sdpa_gqa` (or the
-    batch-invariant `rows_attention`: `invariant_attention`); `half_rows` (a draft's model only: never one a target
-    shares) runs its one-row products in fp16, or a bf16 model's output layer over int8 (module docstring).
-    Returns how many linear layers were swapped."""
+    """Give every nn.Linear of `model` the skinny forward, where `wanted`, its sdpa attention `sdpa_gqa` (or the
+    batch-invariant `rows_attention`: `invariant_attention`) and a bf16 model's norms the fused one
+    (`elementwise.rms_norm_forward`); `half_rows` (a draft's model only: never one a target shares) runs its one-row
+    products in fp16, or a bf16 model's output layer over int8 (module docstring). Returns how many linear layers
+    were swapped."""
     if not wanted(model):
         return 0
     _set_attention(model, "sdpa", ROWS_ATTENTION if invariant_attention(model, half_rows) else ATTENTION)
@@ -320,11 +322,23 @@ def install(model: torch.nn.Module, half_rows: bool = False) -> int:
             mod.int8_rows = half_rows and mod.weight.dtype == torch.bfloat16 and mod is head  # bf16: int8 output layer
             mod.packed_rows = mod.weight.dtype == torch.bfloat16 and mkldnn_packs()  # bf16: oneDNN's own layout
             n += 1
+        elif elementwise.fuses_norm(mod):  # bf16: the norm in one pass
+            mod.forward = types.MethodType(elementwise.rms_norm_forward, mod)
     return n
 
 
 def _linears(models) -> list[torch.nn.Linear]:
     return list({id(mod): mod for model in models for mod in model.modules() if type(mod) is torch.nn.Linear}.values())
+
+
+def _norms(models) -> list[torch.nn.Module]:
+    """The norms of `models` running `elementwise.rms_norm_forward` (installed)."""
+    found = {id(mod): mod for model in models for mod in model.modules() if _fused_norm(mod)}
+    return list(found.values())
+
+
+def _fused_norm(mod: torch.nn.Module) -> bool:
+    return getattr(mod.__dict__.get("forward"), "__func__", None) is elementwise.rms_norm_forward
 
 
 @contextlib.contextmanager
@@ -344,18 +358,21 @@ def full_rows(*models: torch.nn.Module):
 def stock(*models: torch.nn.Module):
     """Run the block with the stock nn.Linear forward and attention on `models`, then restore what was installed."""
     swapped = [mod for mod in _linears(models) if "forward" in mod.__dict__]
+    norms = _norms(models)
     attention = [
         (m, impl)
         for m in {id(m): m for m in models}.values()
         for impl in [getattr(m.config, "_attn_implementation", None)]
         if impl in (ATTENTION, ROWS_ATTENTION) and _set_attention(m, impl, "sdpa")
     ]
-    for mod in swapped:
+    for mod in swapped + norms:
         del mod.forward
     try:
         yield
     finally:
         for mod in swapped:
             mod.forward = types.MethodType(_forward, mod)
+        for mod in norms:
+            mod.forward = types.MethodType(elementwise.rms_norm_forward, mod)
         for m, impl in attention:
             m.set_attn_implementation(impl)
