@@ -90,3 +90,27 @@ def test_a_wrong_input_raises_as_f_linear_does_and_leaves_packing_on():
     with torch.inference_mode(), pytest.raises(RuntimeError):
         kernels.packed_linear(torch.randn(3, 31).bfloat16(), mod)
     assert not linear._packed["failed"]
+
+
+def test_stacked_products_give_each_layers_bits_or_step_aside():
+    model = tiny_llama(hidden=64, dtype=torch.bfloat16)
+    kernels.install(model)
+    attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+    g = torch.Generator().manual_seed(1)
+    with torch.inference_mode():
+        for mods, owner in (((attn.q_proj, attn.k_proj, attn.v_proj), attn), ((mlp.gate_proj, mlp.up_proj), mlp)):
+            for n in (1, 4, 17):
+                x = torch.randn(1, n, 64, generator=g).bfloat16()
+                outs = linear.stacked_linear(x, mods, owner)
+                if outs is None:  # oneDNN blocks these shapes otherwise here: the layers run apart
+                    assert not linear._stacks_exactly(mods, owner)
+                    continue
+                assert all(torch.equal(o, m(x)) for o, m in zip(outs, mods))
+            wide = torch.randn(1, linear.PACKED_MAX_ROWS + 1, 64, generator=g).bfloat16()
+            assert linear.stacked_linear(wide, mods, owner) is None  # a prefill: one by one
+            with torch.no_grad():
+                mods[0].weight.mul_(2)  # a changed weight is stacked again
+            x = torch.randn(1, 3, 64, generator=g).bfloat16()
+            outs = linear.stacked_linear(x, mods, owner)
+            assert outs is None or torch.equal(outs[0], mods[0](x))
+    assert linear.stacked_linear(torch.randn(1, 2, 64), (attn.q_proj,), attn) is None  # fp32 rows

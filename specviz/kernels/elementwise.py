@@ -53,9 +53,10 @@ class Rotary:
         self.cos, self.sin, self.kernel = _rows(cos.contiguous()), _rows(sin.contiguous()), kernel
 
     def __call__(self, qx: torch.Tensor, kx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Projections qx (1, n, Hq d), kx (1, n, Hk d), contiguous -> (q, k), (1, Hq, n, d) and (1, Hk, n, d): what
-        `apply_rotary_pos_emb(qx.view(...).transpose(1, 2), ...)` returns, the same bits in the same layout."""
-        oq, ok = torch.empty_like(qx), torch.empty_like(kx)
+        """Projections qx (1, n, Hq d), kx (1, n, Hk d), each row contiguous -> (q, k), (1, Hq, n, d) and
+        (1, Hk, n, d): what `apply_rotary_pos_emb(qx.view(...).transpose(1, 2), ...)` returns, the same bits in the
+        same layout."""
+        oq, ok = torch.empty(qx.shape, dtype=qx.dtype), torch.empty(kx.shape, dtype=kx.dtype)
         self.kernel(_rows(qx), _rows(kx), self.cos, self.sin, _rows(oq), _rows(ok))
         n, d = self.cos.shape
         return oq.view(1, n, -1, d).transpose(1, 2), ok.view(1, n, -1, d).transpose(1, 2)

@@ -257,6 +257,68 @@ def packed_linear(x: torch.Tensor, mod: torch.nn.Linear) -> torch.Tensor:
         return y
 
 
+def _version(w: torch.Tensor):
+    return None if w.is_inference() else w._version  # an inference tensor cannot change in place
+
+
+def stacked_copy(mods: tuple[torch.nn.Linear, ...], owner: torch.nn.Module) -> torch.Tensor:
+    """The bf16 weights of `mods` stacked (sum of their outputs, in) and reordered once into oneDNN's layout, kept on
+    `owner` (the module that holds them: a layer's attention or MLP) and made again when any of them changed."""
+    ws = [m._parameters["weight"] for m in mods]
+    key = tuple((w, _version(w), w.data_ptr()) for w in ws)
+    box = owner.__dict__.get("_stacked")
+    if box is None:
+        box = owner.__dict__["_stacked"] = _Packed()
+    if box.key is None or any(a[0] is not b[0] or a[1:] != b[1:] for a, b in zip(box.key, key)):
+        box.weight, box.key = torch.ops.mkldnn._reorder_linear_weight(torch.cat([w.detach() for w in ws])), key
+    return box.weight
+
+
+_stacks: dict[tuple, bool] = {}  # the weights' shapes -> whether their stacked product gives each one's bits
+
+
+def _stacks_exactly(mods: tuple[torch.nn.Linear, ...], owner: torch.nn.Module) -> bool:
+    """Whether the product over `stacked_copy(mods)` gives every module's own `packed_linear` bits, at 1 ..
+    PACKED_MAX_ROWS rows: measured once for each set of shapes (oneDNN blocks the outputs by their count; on a Xeon
+    with AMX the default target's q / k / v and gate / up products are the same bits stacked or apart)."""
+    shapes = tuple(tuple(m.weight.shape) for m in mods)
+    exact = _stacks.get(shapes)
+    if exact is None:
+        g = torch.Generator().manual_seed(0)
+        stacked = stacked_copy(mods, owner)
+        exact = True
+        for n in (1, 2, 3, 5, 9, 17, PACKED_MAX_ROWS):
+            x = torch.randn(n, shapes[0][1], generator=g).to(torch.bfloat16)
+            y = torch.ops.mkldnn._linear_pointwise(x, stacked, None, "none", [], "")
+            exact = exact and torch.equal(y, torch.cat([packed_linear(x, m) for m in mods], -1))
+        _stacks[shapes] = exact
+    return exact
+
+
+def stacked_linear(x: torch.Tensor, mods: tuple[torch.nn.Linear, ...], owner: torch.nn.Module):
+    """[mod(x) for mod in mods] as one product over their stacked packed weight (`stacked_copy`: one oneDNN call
+    instead of one each) where that gives each product's own bits (`_stacks_exactly`), for bf16 rows that
+    `packed_linear` serves; the outputs are views into the one result. None where it does not serve (the caller runs
+    the modules one by one)."""
+    if (
+        x.dtype != torch.bfloat16
+        or x.numel() > PACKED_MAX_ROWS * x.shape[-1]
+        or not all(packs(m) and m.bias is None for m in mods)
+        or not _stacks_exactly(mods, owner)
+    ):
+        return None
+    try:
+        y = torch.ops.mkldnn._linear_pointwise(x, stacked_copy(mods, owner), None, "none", [], "")
+    except Exception:
+        _packed["failed"] = True
+        return None
+    outs, start = [], 0
+    for m in mods:
+        outs.append(y[..., start : start + m.out_features])
+        start += m.out_features
+    return outs
+
+
 def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if halves(self) and one_row(x):
         return half_row_linear(x, self.weight, half_copy(self), self.bias)

@@ -4,10 +4,11 @@
 checkpointing layer's own `__call__`), keyword-argument decorators and output capturing. For SmolLM2-135M's 30
 layers that costs, on a 2-core AMX Xeon in bf16, 1.7 ms of a 37.7 ms one-token step and 2.2 ms of a nine-token
 verify (measured: docs/design.md#kernels). `forward` runs the same functions on the same tensors in the same
-order: the model's own embedding, rotary embedding, norms and projections (with whatever `specviz.kernels` installed on
-them), `apply_rotary_pos_emb` (or the same bits from `specviz.kernels.elementwise.rotary`, one pass instead of seven
-ops), the cache's `update`, the registered attention function with Hugging Face's arguments, and
-`create_causal_mask`.
+order: the model's own embedding, rotary embedding, norms and projections (with whatever `specviz.kernels` installed
+on them; a layer's q / k / v and gate / up products as one product over their stacked weights, `stacked_linear`,
+where that gives each its own bits), `apply_rotary_pos_emb` (or the same bits from
+`specviz.kernels.elementwise.rotary`, one pass instead of seven ops), the cache's `update`, the registered attention
+function with Hugging Face's arguments, and `create_causal_mask`.
 Its hidden states are therefore bitwise Hugging Face's (tested on chains, trees and both caches, fp32 and bf16).
 
 It serves the plain Llama stack (`serves`: the Llama model class, every layer full attention, the stock decoder
@@ -22,6 +23,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama import modeling_llama as llama
 
 from specviz.kernels import elementwise
+from specviz.kernels.linear import stacked_linear
 
 
 def serves(base) -> bool:
@@ -68,9 +70,10 @@ def forward(
         a = layer.self_attn
         x = _run(layer.input_layernorm, h)
         hs = (*shape, -1, a.head_dim)
-        q, k = _run(a.q_proj, x), _run(a.k_proj, x)
-        v = _run(a.v_proj, x).view(hs).transpose(1, 2)
-        if rope is not None and q.dtype == k.dtype == h.dtype and q.is_contiguous() and k.is_contiguous():
+        qkv = stacked_linear(x, (a.q_proj, a.k_proj, a.v_proj), a)  # one product where that gives the same bits
+        q, k, v = qkv or (_run(a.q_proj, x), _run(a.k_proj, x), _run(a.v_proj, x))
+        v = v.view(hs).transpose(1, 2)
+        if rope is not None and q.dtype == k.dtype == h.dtype:
             q, k = rope(q, k)
         else:
             q, k = llama.apply_rotary_pos_emb(q.view(hs).transpose(1, 2), k.view(hs).transpose(1, 2), cos, sin)
@@ -79,5 +82,6 @@ def forward(
         h = h + _run(a.o_proj, o.reshape(*shape, -1).contiguous())
         x = _run(layer.post_attention_layernorm, h)
         m = layer.mlp
-        h = h + _run(m.down_proj, _run(m.act_fn, _run(m.gate_proj, x)) * _run(m.up_proj, x))
+        gate, up = stacked_linear(x, (m.gate_proj, m.up_proj), m) or (_run(m.gate_proj, x), _run(m.up_proj, x))
+        h = h + _run(m.down_proj, _run(m.act_fn, gate) * up)
     return _run(base.norm, h)
