@@ -18,11 +18,11 @@ torch's norm. Both fall back to torch where numba is missing, on other devices a
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+from specviz.kernels import switch
 
 ROPE_MAX_ROWS = 64  # wider forwards (prefills) keep torch's ops: the same bits, and faster over many rows
 _state = {"enabled": True, "kernel": None, "failed": False}  # kernel: the `_elementwise_ir` module, once imported
@@ -128,12 +128,6 @@ def enabled() -> bool:
     return _kernel() is not None
 
 
-@contextlib.contextmanager
 def off():
     """Run the block on torch's elementwise ops only, then restore."""
-    before = _state["enabled"]
-    _state["enabled"] = False
-    try:
-        yield
-    finally:
-        _state["enabled"] = before
+    return switch.off(_state)

@@ -27,10 +27,11 @@ the caller keeps its torch kernels. `off()` turns the kernel off for a while (th
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
 import torch
+
+from specviz.kernels import switch
 
 MAX_ROWS = 16  # 17+ rows: MKL's blocked gemm (module docstring)
 WEIGHT_DTYPES = (torch.float32, torch.bfloat16)  # what `dots` reads; `linear` serves fp32 (module docstring)
@@ -106,12 +107,6 @@ def version() -> str | None:
     return f"numba {numba.__version__}"
 
 
-@contextlib.contextmanager
 def off():
     """Run the block on torch's kernels only, then restore."""
-    before = _state["enabled"]
-    _state["enabled"] = False
-    try:
-        yield
-    finally:
-        _state["enabled"] = before
+    return switch.off(_state)
