@@ -1,5 +1,5 @@
-"""The fused elementwise kernels: the rotary embedding gives torch's bits; the bf16 RMS norm rounds where Llama's does,
-never depends on the rows beside a row, and leaves autograd, fp32 and the Hugging Face baselines to torch."""
+"""The fused elementwise kernels give torch's bits (the rotary embedding in bf16 and fp32, the bf16 RMS norm) and leave
+what they do not serve (prefills' rotary embedding, autograd, fp32 norms, the Hugging Face baselines) to torch."""
 
 import pytest
 import torch
@@ -62,15 +62,15 @@ def _norm(D: int = 96, seed: int = 0) -> LlamaRMSNorm:
 
 
 @pytest.mark.parametrize("D", [96, 576, 37])
-def test_norm_rounds_as_llama_does_and_each_row_alone(D):
+def test_norm_gives_torch_bits_and_each_row_alone(D):
     norm = _norm(D)
     g = torch.Generator().manual_seed(1)
-    x = (torch.randn(1, 40, D, generator=g) * torch.logspace(-3, 3, 40)[:, None]).to(torch.bfloat16)
+    scale = torch.pow(10, torch.rand(1, 40, D, generator=g) * 6 - 3)  # six decades: where a sum's order shows
+    x = (torch.randn(1, 40, D, generator=g) * scale).to(torch.bfloat16)
     with torch.inference_mode():
         got, want = elementwise.rms_norm_forward(norm, x), norm.forward(x)
         alone = torch.cat([elementwise.rms_norm_forward(norm, x[:, i : i + 1]) for i in range(40)], 1)
-    steps = (_bits(got).int() - _bits(want).int()).abs()
-    assert steps.max() <= 1 and (steps > 0).float().mean() < 0.01  # the sum of squares' order: a last bit at most
+    assert torch.equal(_bits(got), _bits(want))
     assert torch.equal(_bits(alone), _bits(got))
 
 

@@ -1,5 +1,6 @@
 """The fused elementwise kernels' code (`elementwise` imports it where numba is installed): the rotary embedding of
-a projection's rows (`rope_bf16`, `rope_f32`) and the RMS norm of bf16 rows (`rms_norm_bf16`).
+a projection's rows (`rope_bf16`, `rope_f32`) and the RMS norm of bf16 rows past their mean of squares
+(`rms_norm_bf16`).
 
 bf16 tensors arrive as their bits (int16 arrays). A bf16 value widens to fp32 exactly (a 16-bit shift) and an fp32
 result rounds back as torch rounds it (`_round`: to nearest, ties to even, NaN to 0x7FC0), so a kernel that rounds
@@ -104,34 +105,16 @@ def rope_f32(xq, xk, cos, sin, oq, ok):
         _rope_row_f32(xk, i, cos, sin, ok)
 
 
-LANES = 16  # the norm's partial sums (`rms_norm_bf16`)
-
-
 @numba.njit(cache=True, boundscheck=False, nogil=True)
-def rms_norm_bf16(x, w, eps, out):
-    """out[i] = w * bf16(x[i] / rms(x[i])) for bf16 bits x, out (n, D) and w (D): Llama's RMS norm, in fp32 inside
-    and rounded where `transformers`' LlamaRMSNorm rounds (the normalised row, then its product with the weight).
-    The mean of squares has its own fixed order: LANES partial sums, lane l over elements l, l + LANES, ..., added in
-    lane order, then the elements past the last whole block; every row alone, so a row's output is the same in any
-    batch."""
+def rms_norm_bf16(x, var, w, eps, out):
+    """out[i] = w * bf16(x[i] / sqrt(var[i] + eps)) for bf16 bits x, out (n, D), w (D) and the rows' mean squares var
+    (n) fp32: Llama's RMS norm past its mean (torch's, which the caller passes), rounded where `transformers`'
+    LlamaRMSNorm rounds: the normalised row, then its product with the weight. torch's bits."""
     n, D = x.shape
-    row, wf, acc = np.empty(D, np.float32), np.empty(D, np.float32), np.empty(LANES, np.float32)
+    wf = np.empty(D, np.float32)
     for t in range(D):
         wf[t] = _widen(w[t])
-    main = D // LANES * LANES
     for i in range(n):
+        r = np.float32(1.0) / np.sqrt(var[i] + eps)
         for t in range(D):
-            row[t] = _widen(x[i, t])
-        for lane in range(LANES):
-            acc[lane] = np.float32(0.0)
-        for t0 in range(0, main, LANES):
-            for lane in range(LANES):
-                acc[lane] += row[t0 + lane] * row[t0 + lane]
-        total = np.float32(0.0)
-        for lane in range(LANES):
-            total += acc[lane]
-        for t in range(main, D):
-            total += row[t] * row[t]
-        r = np.float32(1.0) / np.sqrt(total / np.float32(D) + eps)
-        for t in range(D):
-            out[i, t] = _round(wf[t] * _bf16(row[t] * r))
+            out[i, t] = _round(wf[t] * _bf16(_widen(x[i, t]) * r))
