@@ -5,7 +5,7 @@ decoding.
 holds the attention functions registered with transformers; `rowkernel` and `_rowkernel_ir` are the numba row kernel,
 `_attention_ir` the invariant attention built on it; `elementwise` and `_elementwise_ir` the fused rotary embedding
 and RMS norm; `rowstats` summarizes probability rows (top k, entropy) for the node inspector; `switch` turns a
-kernel off for a block (the benchmark's ablations).
+kernel off for a block (the benchmark's ablations); `kept` holds the forms of a module's weights made once.
 """
 
 from specviz.kernels.attention import ROWS_MAX_QUERIES, rows_attention, sdpa_gqa

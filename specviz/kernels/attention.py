@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from specviz.kernels import rowkernel
+from specviz.kernels import kept, rowkernel
 
 ROWS_MAX_QUERIES = 64  # wider forwards (prefills) keep the fused kernel
 
@@ -44,7 +44,7 @@ def _allowed(module, mask, n: int, L: int, kwargs: dict) -> np.ndarray | None:
     if mask is None:  # causal, bottom-right aligned
         return _causal(n, L) if getattr(module, "is_causal", True) else None
     last = _last[0]
-    version = None if mask.is_inference() else mask._version
+    version = kept.version(mask)
     if last is not None and last[0] is mask and last[1:4] == (version, n, L):
         return last[4]
     allow = _visible(mask, n, L)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from specviz.kernels import switch
+from specviz.kernels import kept, switch
 
 ROPE_MAX_ROWS = 64  # wider forwards (prefills) keep torch's ops: the same bits, and faster over many rows
 _state = {"enabled": True, "kernel": None, "failed": False}  # kernel: the `_elementwise_ir` module, once imported
@@ -91,14 +91,16 @@ def fuses_norm(mod: torch.nn.Module) -> bool:
 def _norm_args(mod) -> tuple | None:
     """(weight bits, eps) of a norm the kernel serves (bf16 weight, on CPU), kept on it until the weight changes (in
     place or swapped); None where it does not serve."""
-    w, d = mod._parameters["weight"], mod.__dict__
-    version = None if w.is_inference() else w._version  # an inference tensor cannot change in place
-    kept = d.get("_fused_args")
-    if kept is None or kept[0] is not w or kept[1] != version:
+    w = mod._parameters["weight"]
+    box = kept.box(mod, "_fused_args")
+    key = (w, kept.version(w), w.data_ptr())
+    if box.key is None or box.key[0] is not w or box.key[1:] != key[1:]:
         ok = w.dtype == torch.bfloat16 and w.is_cpu and w.ndim == 1
-        args = (w.detach().contiguous().view(torch.int16).numpy(), np.float32(mod.variance_epsilon)) if ok else None
-        kept = d["_fused_args"] = (w, version, args)
-    return kept[2]
+        box.value = (
+            (w.detach().contiguous().view(torch.int16).numpy(), np.float32(mod.variance_epsilon)) if ok else None
+        )
+        box.key = key
+    return box.value
 
 
 def rms_norm_forward(self: LlamaRMSNorm, x: torch.Tensor) -> torch.Tensor:

@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from specviz.kernels import elementwise, rowkernel
+from specviz.kernels import elementwise, kept, rowkernel
 from specviz.kernels.attention import rows_attention, sdpa_gqa
 
 ATTENTION = "specviz_sdpa_gqa"  # a draft's attention
@@ -210,33 +210,14 @@ def mkldnn_packs() -> bool:
         return False
 
 
-class _Packed:
-    """Where a module keeps its packed weight: a copy (deepcopy, pickle) starts empty and packs again, since
-    oneDNN's opaque tensors cannot be copied."""
-
-    __slots__ = ("key", "weight")
-
-    def __init__(self):
-        self.key, self.weight = None, None
-
-    def __deepcopy__(self, memo):
-        return _Packed()
-
-    def __reduce__(self):
-        return (_Packed, ())
-
-
 def packed_copy(mod: torch.nn.Linear) -> torch.Tensor:
     """`mod`'s bf16 weight reordered once into oneDNN's own blocked layout (`torch.ops.mkldnn`), kept on it and made
     again whenever the weight changed (in place or swapped)."""
-    w, d = mod._parameters["weight"], mod.__dict__  # every product asks: the cheapest look-ups
-    box = d.get("_packed")
-    if box is None:
-        box = d["_packed"] = _Packed()
+    w, box = mod._parameters["weight"], kept.box(mod, "_packed")  # every product asks: the cheapest look-ups
     key = box.key
     if key is None or key[0] is not w or key[1] != w._version or key[2] != w.data_ptr():
-        box.weight, box.key = torch.ops.mkldnn._reorder_linear_weight(w.detach()), (w, w._version, w.data_ptr())
-    return box.weight
+        box.value, box.key = torch.ops.mkldnn._reorder_linear_weight(w.detach()), (w, w._version, w.data_ptr())
+    return box.value
 
 
 def packs(mod: torch.nn.Module) -> bool:
@@ -257,35 +238,34 @@ def packed_linear(x: torch.Tensor, mod: torch.nn.Linear) -> torch.Tensor:
         return y
 
 
-def _version(w: torch.Tensor):
-    return None if w.is_inference() else w._version  # an inference tensor cannot change in place
-
-
-def stacked_copy(mods: tuple[torch.nn.Linear, ...], owner: torch.nn.Module) -> torch.Tensor:
-    """The bf16 weights of `mods` stacked (sum of their outputs, in) and reordered once into oneDNN's layout, kept on
-    `owner` (the module that holds them: a layer's attention or MLP) and made again when any of them changed."""
+def _stacked(mods: tuple[torch.nn.Linear, ...], owner: torch.nn.Module) -> tuple[torch.Tensor, bool]:
+    """(the bf16 weights of `mods` stacked (sum of their outputs, in) and reordered once into oneDNN's layout, whether
+    a product over them gives each module's own bits), kept on `owner` (the module that holds them: a layer's
+    attention or MLP) and made again when any of the weights changed."""
     ws = [m._parameters["weight"] for m in mods]
-    key = tuple((w, _version(w), w.data_ptr()) for w in ws)
-    box = owner.__dict__.get("_stacked")
-    if box is None:
-        box = owner.__dict__["_stacked"] = _Packed()
+    key = tuple((w, kept.version(w), w.data_ptr()) for w in ws)
+    box = kept.box(owner, "_stacked")
     if box.key is None or any(a[0] is not b[0] or a[1:] != b[1:] for a, b in zip(box.key, key)):
-        box.weight, box.key = torch.ops.mkldnn._reorder_linear_weight(torch.cat([w.detach() for w in ws])), key
-    return box.weight
+        box.value, box.key = (_stack(ws), _stacks_exactly(mods)), key
+    return box.value
+
+
+def _stack(ws: list[torch.Tensor]) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_linear_weight(torch.cat([w.detach() for w in ws]))
 
 
 _stacks: dict[tuple, bool] = {}  # the weights' shapes -> whether their stacked product gives each one's bits
 
 
-def _stacks_exactly(mods: tuple[torch.nn.Linear, ...], owner: torch.nn.Module) -> bool:
-    """Whether the product over `stacked_copy(mods)` gives every module's own `packed_linear` bits, at 1 ..
+def _stacks_exactly(mods: tuple[torch.nn.Linear, ...]) -> bool:
+    """Whether a product over the stacked weights of `mods` gives every module's own `packed_linear` bits, at 1 ..
     PACKED_MAX_ROWS rows: measured once for each set of shapes (oneDNN blocks the outputs by their count; on a Xeon
     with AMX the default target's q / k / v and gate / up products are the same bits stacked or apart)."""
     shapes = tuple(tuple(m.weight.shape) for m in mods)
     exact = _stacks.get(shapes)
     if exact is None:
         g = torch.Generator().manual_seed(0)
-        stacked = stacked_copy(mods, owner)
+        stacked = _stack([m.weight for m in mods])
         exact = True
         for n in (1, 2, 3, 5, 9, 17, PACKED_MAX_ROWS):
             x = torch.randn(n, shapes[0][1], generator=g).to(torch.bfloat16)
@@ -296,21 +276,21 @@ def _stacks_exactly(mods: tuple[torch.nn.Linear, ...], owner: torch.nn.Module) -
 
 
 def stacked_linear(x: torch.Tensor, mods: tuple[torch.nn.Linear, ...], owner: torch.nn.Module):
-    """[mod(x) for mod in mods] as one product over their stacked packed weight (`stacked_copy`: one oneDNN call
-    instead of one each) where that gives each product's own bits (`_stacks_exactly`), for bf16 rows that
-    `packed_linear` serves; the outputs are views into the one result. None where it does not serve (the caller runs
-    the modules one by one)."""
-    if (
-        x.dtype != torch.bfloat16
-        or x.numel() > PACKED_MAX_ROWS * x.shape[-1]
-        or not all(packs(m) and m.bias is None for m in mods)
-        or not _stacks_exactly(mods, owner)
-    ):
+    """[mod(x) for mod in mods] as one product over their stacked packed weight (`_stacked`: one oneDNN call instead
+    of one each) where that gives each product's own bits (`_stacks_exactly`), for bf16 rows that `packed_linear`
+    serves; the outputs are views into the one result. None where it does not serve (the caller runs the modules one
+    by one)."""
+    if x.dtype != torch.bfloat16 or x.numel() > PACKED_MAX_ROWS * x.shape[-1]:
+        return None
+    if not all(packs(m) and m.bias is None for m in mods):
         return None
     try:
-        y = torch.ops.mkldnn._linear_pointwise(x, stacked_copy(mods, owner), None, "none", [], "")
+        weight, exact = _stacked(mods, owner)
+        y = torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "") if exact else None
     except Exception:
         _packed["failed"] = True
+        return None
+    if y is None:
         return None
     outs, start = [], 0
     for m in mods:
@@ -418,7 +398,8 @@ def full_rows(*models: torch.nn.Module):
 
 @contextlib.contextmanager
 def stock(*models: torch.nn.Module):
-    """Run the block with the stock nn.Linear forward and attention on `models`, then restore what was installed."""
+    """Run the block with the stock nn.Linear forward, norms and attention on `models`, then restore what was
+    installed."""
     swapped = [mod for mod in _linears(models) if "forward" in mod.__dict__]
     norms = _norms(models)
     attention = [
