@@ -146,13 +146,16 @@ def test_the_bf16_probe_passes_on_invariant_products_only(monkeypatch):
     from tiny import tiny_llama
 
     from specviz import kernels
+    from specviz.kernels import linear
 
     model = tiny_llama(dtype=torch.bfloat16)
-    real = F.linear
+    real, real_onednn = F.linear, linear._onednn
     monkeypatch.setattr(F, "linear", lambda x, w, b=None: real(x, w, b) + (x.shape[0] > 3))  # wide batches drift
+    monkeypatch.setattr(linear, "_onednn", lambda x, p, b: real_onednn(x, p, b) + (x.shape[0] > 3))
     assert not kernels.bf16_linear_invariant(model)
     monkeypatch.setattr(F, "linear", real)
-    assert isinstance(kernels.bf16_linear_invariant(model), bool)  # True on a Xeon with AMX (measured)
+    monkeypatch.setattr(linear, "_onednn", real_onednn)
+    assert isinstance(kernels.bf16_linear_invariant(model), bool)  # True on a Xeon with AMX and a Zen 5 EPYC
 
 
 def test_specviz_gguf_names_the_default_target_file(monkeypatch, tmp_path):

@@ -85,6 +85,29 @@ def test_packed_linear_takes_a_bias_and_strided_rows():
             assert torch.equal(kernels.packed_linear(x, mod), F.linear(x, mod.weight, mod.bias))
 
 
+def test_a_lone_row_gets_the_bits_it_gets_among_others():
+    """oneDNN may sum a lone row in another order (a Zen 5 EPYC, at the down projection's 1,536 inputs): there
+    `packed_linear` runs it beside a zero row, so a row's bits never depend on how many rows come with it."""
+    g = torch.Generator().manual_seed(3)
+    for out_f, in_f in ((576, 1536), (64, 576)):
+        mod = torch.nn.Linear(in_f, out_f, bias=False).to(torch.bfloat16)
+        x = torch.randn(linear.PACKED_MAX_ROWS, in_f, generator=g).bfloat16()
+        with torch.inference_mode():
+            alone = torch.cat([kernels.packed_linear(x[i : i + 1], mod) for i in range(len(x))])
+            for n in (2, 3, 8, 17, linear.PACKED_MAX_ROWS):
+                assert torch.equal(kernels.packed_linear(x[:n], mod), alone[:n])
+
+
+def test_a_padded_lone_row_keeps_its_shape_and_bias(monkeypatch):
+    mod = torch.nn.Linear(32, 64, bias=True).to(torch.bfloat16)
+    monkeypatch.setitem(linear._lone, (64, 32), True)
+    x = torch.randn(1, 1, 32, generator=torch.Generator().manual_seed(4)).bfloat16()
+    with torch.inference_mode():
+        y = kernels.packed_linear(x, mod)
+        pair = F.linear(torch.cat([x[0], torch.zeros_like(x[0])]), mod.weight, mod.bias)
+    assert y.shape == (1, 1, 64) and torch.equal(y[0], pair[:1])
+
+
 def test_a_wrong_input_raises_as_f_linear_does_and_leaves_packing_on():
     mod = torch.nn.Linear(32, 64, bias=False).to(torch.bfloat16)
     with torch.inference_mode(), pytest.raises(RuntimeError):
