@@ -109,13 +109,14 @@ def test_missing_weights_give_a_clear_message(tmp_path):
         load_pair(ModelConfig(target=str(tmp_path / "nothing-here"), dtype="fp32", device="cpu"))
 
 
-def test_auto_dtype_is_bf16_on_a_cpu_with_amx_only(monkeypatch):
+def test_auto_dtype_is_bf16_on_a_cpu_that_multiplies_bf16_natively(monkeypatch):
     from specviz.core import device
 
     cpu = torch.device("cpu")
     for flags, want in (
         ("avx2 avx512_bf16 amx_bf16", "bf16"),
-        ("avx2 avx512_bf16", "fp32"),
+        ("avx2 avx512f avx512_bf16", "bf16"),
+        ("avx2 avx512f", "fp32"),
         ("avx2", "fp32"),
         ("", "fp32"),
     ):

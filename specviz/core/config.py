@@ -259,9 +259,10 @@ class RunConfig:
 class ModelConfig:
     """Which pair to load. None means the shipped offline default.
 
-    dtype "auto" is bf16 on a GPU that has it and on a CPU with AMX, fp32 elsewhere. On an AVX2-only CPU bf16 is
-    emulated and a target forward grows steeply with its tokens, which would price trees out; with AMX it is
-    nearly flat in tokens and as exact, its attention batch-invariant (specviz.kernels.attention.rows_attention).
+    dtype "auto" is bf16 on a GPU that has it and on a CPU with AMX or AVX-512 BF16, fp32 elsewhere. On an
+    AVX2-only CPU bf16 is emulated and a target forward grows steeply with its tokens, which would price trees out;
+    with AMX or AVX-512 BF16 it is nearly flat in tokens and as exact, its attention batch-invariant
+    (specviz.kernels.attention.rows_attention).
     Measured: docs/benchmarks.md#why-the-defaults. The bf16 matmuls' own invariance is measured, not promised:
     `load_pair` probes it and falls back to fp32 where it fails.
 

@@ -45,12 +45,11 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> str:
-    """ "auto" -> bf16 on a GPU that has it natively and on a CPU with AMX, fp32 elsewhere (see ModelConfig); explicit
-    names pass through. On a CPU `load_pair` still checks that bf16 is batch-invariant there, else takes fp32."""
+    """ "auto" -> bf16 on a device that multiplies it natively (a GPU that has it, a CPU with AMX or AVX-512 BF16),
+    fp32 elsewhere (see ModelConfig); explicit names pass through. On a CPU `load_pair` still checks that bf16 is
+    batch-invariant there, else takes fp32."""
     if dtype != "auto":
         return dtype
-    if device.type == "cpu":
-        return "bf16" if "amx_bf16" in _cpu_flags() else "fp32"
     return "bf16" if native_bf16(device) else "fp32"
 
 
