@@ -147,15 +147,15 @@ def test_the_bf16_probe_passes_on_invariant_products_only(monkeypatch):
     from tiny import tiny_llama
 
     from specviz import kernels
-    from specviz.kernels import linear
+    from specviz.kernels import packed
 
     model = tiny_llama(dtype=torch.bfloat16)
-    real, real_onednn = F.linear, linear._onednn
+    real, real_onednn = F.linear, packed._onednn
     monkeypatch.setattr(F, "linear", lambda x, w, b=None: real(x, w, b) + (x.shape[0] > 3))  # wide batches drift
-    monkeypatch.setattr(linear, "_onednn", lambda x, p, b: real_onednn(x, p, b) + (x.shape[0] > 3))
+    monkeypatch.setattr(packed, "_onednn", lambda x, p, b: real_onednn(x, p, b) + (x.shape[0] > 3))
     assert not kernels.bf16_linear_invariant(model)
     monkeypatch.setattr(F, "linear", real)
-    monkeypatch.setattr(linear, "_onednn", real_onednn)
+    monkeypatch.setattr(packed, "_onednn", real_onednn)
     assert isinstance(kernels.bf16_linear_invariant(model), bool)  # True on a Xeon with AMX and a Zen 5 EPYC
 
 

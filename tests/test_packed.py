@@ -8,10 +8,10 @@ import torch.nn.functional as F
 from tiny import tiny_llama
 
 from specviz import kernels
-from specviz.kernels import linear
+from specviz.kernels import packed
 from specviz.models.lm import LM
 
-pytestmark = pytest.mark.skipif(not linear.mkldnn_packs(), reason="this torch or CPU has no oneDNN bf16")
+pytestmark = pytest.mark.skipif(not packed.mkldnn_packs(), reason="this torch or CPU has no oneDNN bf16")
 
 
 def test_a_bf16_model_packs_its_linear_layers_and_gives_f_linears_bits():
@@ -27,7 +27,7 @@ def test_a_bf16_model_packs_its_linear_layers_and_gives_f_linears_bits():
                 assert torch.equal(m(x[:, :n]), F.linear(x[:, :n], m.weight))
             alone = torch.cat([m(x[0, i : i + 1]) for i in range(17)])
             assert torch.equal(m(x[0]), alone)  # a row alone and among 17: the same bits
-            wide = torch.randn(linear.PACKED_MAX_ROWS + 8, m.in_features, generator=g).bfloat16()
+            wide = torch.randn(packed.PACKED_MAX_ROWS + 8, m.in_features, generator=g).bfloat16()
             assert torch.equal(m(wide), F.linear(wide, m.weight))  # a prefill's width: F.linear itself
     fp32 = tiny_llama()
     kernels.install(fp32)
@@ -67,14 +67,14 @@ def test_a_model_with_packed_rows_still_copies():
 def test_a_bf16_target_with_packed_rows_decodes_as_with_plain_ones():
     lm = LM(tiny_llama(vocab=64, layers=2, hidden=64, dtype=torch.bfloat16))
     prompt = list(range(3, 30))
-    packed = lm.forward(prompt).logits
-    linear._packed["failed"] = True
+    with_packing = lm.forward(prompt).logits
+    packed._packed["failed"] = True
     try:
         lm.reset()
         plain = lm.forward(prompt).logits
     finally:
-        linear._packed["failed"] = False
-    assert torch.equal(packed, plain)
+        packed._packed["failed"] = False
+    assert torch.equal(with_packing, plain)
 
 
 def test_packed_linear_takes_a_bias_and_strided_rows():
@@ -91,16 +91,16 @@ def test_a_lone_row_gets_the_bits_it_gets_among_others():
     g = torch.Generator().manual_seed(3)
     for out_f, in_f in ((576, 1536), (64, 576)):
         mod = torch.nn.Linear(in_f, out_f, bias=False).to(torch.bfloat16)
-        x = torch.randn(linear.PACKED_MAX_ROWS, in_f, generator=g).bfloat16()
+        x = torch.randn(packed.PACKED_MAX_ROWS, in_f, generator=g).bfloat16()
         with torch.inference_mode():
             alone = torch.cat([kernels.packed_linear(x[i : i + 1], mod) for i in range(len(x))])
-            for n in (2, 3, 8, 17, linear.PACKED_MAX_ROWS):
+            for n in (2, 3, 8, 17, packed.PACKED_MAX_ROWS):
                 assert torch.equal(kernels.packed_linear(x[:n], mod), alone[:n])
 
 
 def test_a_padded_lone_row_keeps_its_shape_and_bias(monkeypatch):
     mod = torch.nn.Linear(32, 64, bias=True).to(torch.bfloat16)
-    monkeypatch.setitem(linear._lone, (64, 32), True)
+    monkeypatch.setitem(packed._lone, (64, 32), True)
     x = torch.randn(1, 1, 32, generator=torch.Generator().manual_seed(4)).bfloat16()
     with torch.inference_mode():
         y = kernels.packed_linear(x, mod)
@@ -112,7 +112,7 @@ def test_a_wrong_input_raises_as_f_linear_does_and_leaves_packing_on():
     mod = torch.nn.Linear(32, 64, bias=False).to(torch.bfloat16)
     with torch.inference_mode(), pytest.raises(RuntimeError):
         kernels.packed_linear(torch.randn(3, 31).bfloat16(), mod)
-    assert not linear._packed["failed"]
+    assert not packed._packed["failed"]
 
 
 def test_stacked_products_give_each_layers_bits_or_step_aside():
@@ -124,16 +124,16 @@ def test_stacked_products_give_each_layers_bits_or_step_aside():
         for mods, owner in (((attn.q_proj, attn.k_proj, attn.v_proj), attn), ((mlp.gate_proj, mlp.up_proj), mlp)):
             for n in (1, 4, 17):
                 x = torch.randn(1, n, 64, generator=g).bfloat16()
-                outs = linear.stacked_linear(x, mods, owner)
+                outs = packed.stacked_linear(x, mods, owner)
                 if outs is None:  # oneDNN blocks these shapes otherwise here: the layers run apart
-                    assert not linear._stacks_exactly(mods)
+                    assert not packed._stacks_exactly(mods)
                     continue
                 assert all(torch.equal(o, m(x)) for o, m in zip(outs, mods))
-            wide = torch.randn(1, linear.PACKED_MAX_ROWS + 1, 64, generator=g).bfloat16()
-            assert linear.stacked_linear(wide, mods, owner) is None  # a prefill: one by one
+            wide = torch.randn(1, packed.PACKED_MAX_ROWS + 1, 64, generator=g).bfloat16()
+            assert packed.stacked_linear(wide, mods, owner) is None  # a prefill: one by one
             with torch.no_grad():
                 mods[0].weight.mul_(2)  # a changed weight is stacked again
             x = torch.randn(1, 3, 64, generator=g).bfloat16()
-            outs = linear.stacked_linear(x, mods, owner)
+            outs = packed.stacked_linear(x, mods, owner)
             assert outs is None or torch.equal(outs[0], mods[0](x))
-    assert linear.stacked_linear(torch.randn(1, 2, 64), (attn.q_proj,), attn) is None  # fp32 rows
+    assert packed.stacked_linear(torch.randn(1, 2, 64), (attn.q_proj,), attn) is None  # fp32 rows

@@ -28,14 +28,7 @@ _state = {"enabled": True, "kernel": None, "failed": False}  # kernel: the `_ele
 
 
 def _kernel():
-    if _state["kernel"] is None and not _state["failed"]:
-        try:
-            from specviz.kernels import _elementwise_ir
-
-            _state["kernel"] = _elementwise_ir
-        except Exception:
-            _state["failed"] = True
-    return _state["kernel"] if _state["enabled"] else None
+    return switch.load(_state, "_elementwise_ir") if _state["enabled"] else None
 
 
 def _rows(t: torch.Tensor) -> np.ndarray:

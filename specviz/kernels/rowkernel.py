@@ -16,9 +16,9 @@ whether it runs alone or inside a verify forward, at any row count.
 
 bf16 weights (`dots`; the bf16 target's attention reads its cache through it, `attention.rows_attention`) are
 widened to fp32 exactly as they are loaded, so a bf16 product is the same sequence of roundings as over the fp32
-copy. The linear layers of a bf16 model keep oneDNN's kernel (over packed weights, `linear.packed_linear`): on a
+copy. The linear layers of a bf16 model keep oneDNN's kernel (over packed weights, `packed.packed_linear`): on a
 CPU with AMX oneDNN's bf16 gemm is nearly flat in rows, where this kernel's cost grows with them, and, measured
-there, batch-invariant for 1-32 rows at every shape of the default target (`linear.bf16_linear_invariant` checks
+there, batch-invariant for 1-32 rows at every shape of the default target (`packed.bf16_linear_invariant` checks
 the loaded model).
 
 numba is a dependency (requirements.txt); where it cannot be imported or compiled, `serves` says no and
@@ -35,25 +35,14 @@ from specviz.kernels import switch
 
 MAX_ROWS = 16  # 17+ rows: MKL's blocked gemm (module docstring)
 WEIGHT_DTYPES = (torch.float32, torch.bfloat16)  # what `dots` reads; `linear` serves fp32 (module docstring)
-_state = {"enabled": True, "kernel": None, "failed": False}
+_state = {"enabled": True, "kernel": None, "failed": False}  # kernel: the `_rowkernel_ir` module, once imported
 _local = threading.local()  # numba's thread count is per calling thread (a Gradio handler is one)
 
 
-def _build():
-    """The numba kernel (`_rowkernel_ir`), compiled on first use and cached on disk; None where numba is missing."""
-    try:
-        from specviz.kernels import _rowkernel_ir
-
-        return _rowkernel_ir.rows_times_weight
-    except Exception:
-        return None
-
-
 def _kernel():
-    if _state["kernel"] is None and not _state["failed"]:
-        _state["kernel"] = _build()
-        _state["failed"] = _state["kernel"] is None
-    return _state["kernel"]
+    """The numba kernel (`_rowkernel_ir`), compiled on first use and cached on disk; None where numba is missing."""
+    code = switch.load(_state, "_rowkernel_ir")
+    return None if code is None else code.rows_times_weight
 
 
 def serves(x2: torch.Tensor, weight: torch.Tensor) -> bool:

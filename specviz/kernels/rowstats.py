@@ -18,18 +18,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from specviz.kernels import switch
+
 _state = {"kernel": None, "failed": False}  # kernel: the `_rowstats_ir` module, once imported
 
 
 def _kernel():
-    if _state["kernel"] is None and not _state["failed"]:
-        try:
-            from specviz.kernels import _rowstats_ir
-
-            _state["kernel"] = _rowstats_ir
-        except Exception:
-            _state["failed"] = True
-    return _state["kernel"]
+    return switch.load(_state, "_rowstats_ir")
 
 
 def summarize(

@@ -23,7 +23,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama import modeling_llama as llama
 
 from specviz.kernels import elementwise
-from specviz.kernels.linear import stacked_linear
+from specviz.kernels.packed import stacked_linear
 
 
 def serves(base) -> bool:
