@@ -46,7 +46,7 @@ def iter_rounds(
     if len(committed) > 1:
         target.forward(committed[:-1], rows=slice(0, 0))  # prefill: cache = committed[:-1]
         if drafter.wants_target_features:
-            drafter.see_target(0, target.last_hidden)
+            drafter.see_target(0, target.last_features)
     new, index, clock = 0, 0, PhaseClock(target.device)
     while new < run.max_new_tokens:
         remaining = run.max_new_tokens - new
@@ -105,7 +105,7 @@ def iter_rounds(
         )
         # 5. let the drafter fix its cache and adapt (a feature drafter first reads the accepted path's features)
         if drafter.wants_target_features:
-            drafter.see_target(ctx, fwd.hidden[[0, *verdict.accepted_path]])
+            drafter.see_target(ctx, fwd.features[[0, *verdict.accepted_path]])
         drafter.observe(rnd, committed)
         rnd = replace(rnd, overhead_ms=(time.perf_counter() - t0) * 1e3 - draft_ms - verify_ms)
         index += 1

@@ -53,10 +53,11 @@ def _run(mod, x: torch.Tensor) -> torch.Tensor:
 
 
 def forward(
-    base, position_ids: torch.Tensor, attention_mask, cache, input_ids=None, inputs_embeds=None
+    base, position_ids: torch.Tensor, attention_mask, cache, input_ids=None, inputs_embeds=None, taps=()
 ) -> torch.Tensor:
     """`base(input_ids or inputs_embeds, position_ids=..., attention_mask=..., cache=..., use_cache=True)`'s
-    last_hidden_state (1, n, H), computed as Hugging Face's Llama computes it (module docstring)."""
+    last_hidden_state (1, n, H), computed as Hugging Face's Llama computes it (module docstring); with `taps`,
+    (1, n, H (1 + m)): beside it the final norm over the output of the first k layers for each k in `taps`."""
     h = base.embed_tokens.forward(input_ids) if inputs_embeds is None else inputs_embeds
     mask = create_causal_mask(
         config=base.config, inputs_embeds=h, attention_mask=attention_mask, cache=cache, position_ids=position_ids
@@ -66,7 +67,10 @@ def forward(
     attend = ALL_ATTENTION_FUNCTIONS.get_interface(base.config._attn_implementation, llama.eager_attention_forward)
     shape = h.shape[:-1]
     kw = {"position_ids": position_ids, "use_cache": True}
-    for layer in base.layers[: base.config.num_hidden_layers]:
+    tapped = []
+    for i, layer in enumerate(base.layers[: base.config.num_hidden_layers]):
+        if i in taps:  # the output of the first i layers
+            tapped.append(_run(base.norm, h))
         a = layer.self_attn
         x = _run(layer.input_layernorm, h)
         hs = (*shape, -1, a.head_dim)
@@ -84,4 +88,12 @@ def forward(
         m = layer.mlp
         gate, up = stacked_linear(x, (m.gate_proj, m.up_proj), m) or (_run(m.gate_proj, x), _run(m.up_proj, x))
         h = h + _run(m.down_proj, _run(m.act_fn, gate) * up)
-    return _run(base.norm, h)
+    h = _run(base.norm, h)
+    return torch.cat([h, *tapped], -1) if tapped else h
+
+
+def with_taps(base, out, taps=()) -> torch.Tensor:
+    """`forward`'s result from Hugging Face's output `out` (run with `output_hidden_states=bool(taps)`)."""
+    if not taps:
+        return out.last_hidden_state
+    return torch.cat([out.last_hidden_state, *(_run(base.norm, out.hidden_states[k]) for k in taps)], -1)

@@ -18,6 +18,14 @@ x_j), so without it the drafter misses most of the target's copies (assets/exper
 The lookup reads the n-grams of the tokens the target has run (whole sequences in training, every
 position's own prefix) and the newest `len(a) - 1` tokens of the token's own path, drafted ones included.
 
+A drafter with taps (`add_feature_taps`; multi-layer features as in EAGLE-3, Li et al. 2025, arXiv 2503.01840)
+reads, last, the target's final norm over the output of its first k layers, u^k = norm(h^k), for each tapped k:
+
+    g_t = fc([e(x_t), f_{t-1}, a_n e(y_t), u^k1_{t-1}, ..., u^km_{t-1}])
+
+where the target has run position t - 1, and zeros in their place after a drafted parent (the target's
+`LM.tap` hands them over beside f; training's second pass reads zeros too).
+
 Where f_{t-1} is known (a committed position the target has run), the drafter uses it; otherwise
 (a drafted token whose parent the target has not seen yet) it uses its own prediction f^_{t-1}.
 The decode loop hands over the target's features after the prefill and after every verification
@@ -46,6 +54,7 @@ from specviz.models.lm import LM, leading_run
 
 FC_KEY = "eagle_fc.weight"
 COPY_KEY = "eagle_copy_gain"
+TAPS_KEY = "eagle_feature_layers"  # the config field naming the target layers a drafter taps (add_feature_taps)
 
 
 MAX_LAYERS = 8
@@ -106,6 +115,8 @@ def add_copy_input(model, max_ngram: int, gain: float = 1.0) -> None:
     the gain a_1..a_max_ngram, all starting at `gain` (a larger start makes Adam move the new block faster)."""
     if uses_copy(model):
         return
+    if feature_taps(model):
+        raise ValueError("add the copy input before the taps (fc's blocks: e, f, the copy input, then the taps)")
     old, H = model.eagle_fc, model.config.hidden_size
     p = old.weight
     model.eagle_fc = nn.Linear(3 * H, H, bias=False).to(device=p.device, dtype=p.dtype)
@@ -113,6 +124,29 @@ def add_copy_input(model, max_ngram: int, gain: float = 1.0) -> None:
         model.eagle_fc.weight.zero_()
         model.eagle_fc.weight[:, : 2 * H].copy_(p)
     model.eagle_copy_gain = nn.Parameter(torch.full((max_ngram + 1,), float(gain), device=p.device, dtype=p.dtype))
+
+
+def add_feature_taps(model, layers: Sequence[int]) -> None:
+    """Widen fc with a zero block per target layer k in `layers` (each in 1 .. L - 1): the drafter then also reads
+    u^k_(t-1) = norm(h^k_(t-1)), the target's final norm over the output of its first k layers, where the target
+    has run position t - 1 (zeros after a drafted parent). Step 0 computes what the drafter did before."""
+    layers = tuple(int(k) for k in layers)
+    if not layers:
+        return
+    if feature_taps(model):
+        raise ValueError(f"this drafter already taps the target's layers {feature_taps(model)}")
+    old, H = model.eagle_fc, model.config.hidden_size
+    p = old.weight
+    model.eagle_fc = nn.Linear(p.shape[1] + len(layers) * H, H, bias=False).to(device=p.device, dtype=p.dtype)
+    with torch.no_grad():
+        model.eagle_fc.weight.zero_()
+        model.eagle_fc.weight[:, : p.shape[1]].copy_(p)
+    setattr(model.config, TAPS_KEY, list(layers))
+
+
+def feature_taps(model) -> tuple[int, ...]:
+    """The target layers whose normed outputs the drafter reads beside f (() for a drafter without taps)."""
+    return tuple(getattr(model.config, TAPS_KEY, None) or ())
 
 
 def uses_copy(model) -> bool:
@@ -162,16 +196,22 @@ def eagle_inputs(
     model, input_ids: torch.Tensor, feats: torch.Tensor, copy: tuple[torch.Tensor, torch.Tensor] | None = None
 ) -> torch.Tensor:
     """g = fc([e(x), f]) or fc([e(x), f, a_n e(y)]): (B, n) ids, (B, n, H) features and, for a drafter with the
-    copy input, the lookups `copy` = (y, n), (B, n) each -> (B, n, H) inputs_embeds."""
+    copy input, the lookups `copy` = (y, n), (B, n) each -> (B, n, H) inputs_embeds. A drafter with taps reads
+    (B, n, H (1 + m)) features [f, u^k1, ..., u^km] (its fc's last blocks); (B, n, H) ones give zero taps."""
     emb = model.get_input_embeddings()
     e = emb(input_ids)
-    parts = [e, feats.to(e.dtype)]
+    H = e.shape[-1]
+    feats = feats.to(e.dtype)
+    parts = [e, feats[..., :H]]
     if uses_copy(model):
         if copy is None:
             raise ValueError("this EAGLE drafter reads prompt-lookup proposals: pass copy=(y, n)")
         y, n = copy
         gain = model.eagle_copy_gain[n] * (n > 0)
         parts.append(emb(y.clamp(min=0)) * gain[..., None].to(e.dtype))
+    taps = len(feature_taps(model)) * H
+    if taps:
+        parts.append(feats[..., H:] if feats.shape[-1] > H else feats.new_zeros(*feats.shape[:-1], taps))
     return model.eagle_fc(torch.cat(parts, -1))
 
 
@@ -217,14 +257,16 @@ class EagleLM(LM):
         )
         self.hidden_size = model.config.hidden_size
         self.max_ngram = copy_ngram(model)
+        self.taps = feature_taps(model)  # the target layers it reads beside f: the target must `tap` them
         self.reset()
 
     def reset(self) -> None:
         super().reset()
         H = self.hidden_size
-        self.tfeat = torch.zeros(256, H, dtype=self.dtype, device=self.device)  # target f_t, t < n_target (grown x2)
+        W = H * (1 + len(self.taps))  # [f_t, u^k_t ...]
+        self.tfeat = torch.zeros(256, W, dtype=self.dtype, device=self.device)  # target's, t < n_target (grown x2)
         self.n_target = 0
-        self._out = torch.zeros(64, H, dtype=self.dtype, device=self.device)  # f^ per cache slot (grown x2)
+        self._out = torch.zeros(64, W, dtype=self.dtype, device=self.device)  # [f^, 0 ...] per cache slot (x2)
         self._exact = torch.zeros(64, dtype=torch.bool)  # slot read an exact feature
         self._tok: list[int] = []  # token per cache slot (copy input)
         self._par: list[int] = []  # the slot it hangs off (-1: none)
@@ -234,11 +276,20 @@ class EagleLM(LM):
         if start > self.n_target:
             raise ValueError(f"target features must be contiguous: have {self.n_target}, got a block at {start}")
         end = start + len(hidden)
+        if hidden.shape[-1] != self.tfeat.shape[1]:
+            raise ValueError(
+                f"this drafter reads {self.tfeat.shape[1]} target features a position (its taps {self.taps}), "
+                f"got {hidden.shape[-1]}: tap the target's layers (LM.tap)"
+            )
         if end < len(self.index.ctx):  # fewer committed positions: re-index
             self.index = NgramIndex(self.index.max_ngram)
         self.tfeat = _fit(self.tfeat, end)
         self.tfeat[start:end] = hidden.detach()
         self.n_target = end
+
+    def target_hidden(self, t: int) -> torch.Tensor:
+        """The target's f_t (H,) of a position it has run (without the taps beside it)."""
+        return self.tfeat[t, : self.hidden_size]
 
     def _inputs(self, input_ids, parents, visible, past) -> dict:
         n, n_t = input_ids.shape[1], self.n_target
@@ -268,7 +319,7 @@ class EagleLM(LM):
             self.tfeat[to_device(src.clamp(0, len(self.tfeat) - 1), dev)],
             torch.where(
                 to_device(use_o, dev)[:, None],
-                self._out[to_device(src.clamp(0, len(self._out) - 1), dev)],
+                self._out[to_device(src.clamp(0, len(self._out) - 1), dev)],  # f^ and zero taps
                 torch.zeros((), dtype=self.dtype, device=dev),
             ),
         )
@@ -308,7 +359,7 @@ class EagleLM(LM):
         n, end = len(hidden), self.length
         start = end - n
         self._out, self._exact = _fit(self._out, end), _fit(self._exact, end)
-        self._out[start:end] = hidden
+        self._out[start:end, : self.hidden_size] = hidden
         self._exact[start:end] = self._pending_exact
 
     def keep(self, positions: Sequence[int]) -> None:

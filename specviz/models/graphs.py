@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from specviz.models import direct
+
 MAX_WIDTH = 64  # wider forwards (prefills) run as they are, neither padded nor captured
 WARMUP = 2  # eager runs on a side stream before a capture, as CUDA graphs ask
 
@@ -44,14 +46,15 @@ class Graphs:
     drops them all. The cache's device-side write position is read and advanced inside the graph, as in an eager
     forward; the warm-up runs before a capture advance it too and are undone (`FixedCache.set_length`)."""
 
-    def __init__(self, base: torch.nn.Module):
-        self.base = base
+    def __init__(self, base: torch.nn.Module, taps: tuple[int, ...] = ()):
+        self.base, self.taps = base, taps
         self.cache = None
         self.graphs: dict = {}
         self.pool = None
 
     def __call__(self, cache, inputs: dict, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The body's last hidden state (1, width, H) for these padded inputs, replayed from a graph."""
+        """The body's last hidden state (1, width, H) for these padded inputs (with its taps: `direct.forward`),
+        replayed from a graph."""
         if cache is not self.cache:
             self.cache, self.graphs, self.pool = cache, {}, None
         ((name, x),) = inputs.items()
@@ -64,8 +67,15 @@ class Graphs:
         return g.out.clone()
 
     def _run(self, cache, inputs, pos, mask) -> torch.Tensor:
-        out = self.base(**inputs, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True)
-        return out.last_hidden_state
+        out = self.base(
+            **inputs,
+            position_ids=pos,
+            attention_mask=mask,
+            cache=cache,
+            use_cache=True,
+            output_hidden_states=bool(self.taps),
+        )
+        return direct.with_taps(self.base, out, self.taps)
 
     def _capture(self, key, cache, inputs, pos, mask) -> _Captured:
         inputs = {k: v.clone() for k, v in inputs.items()}

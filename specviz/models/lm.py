@@ -23,10 +23,16 @@ from specviz.models import direct, graphs, kvcache
 
 @dataclass
 class Forward:
-    """Result of one forward: post-norm hidden states (n, H) and logits (n, V) of the requested rows."""
+    """Result of one forward: post-norm hidden states (n, H) and logits (n, V) of the requested rows, and the
+    features a feature drafter reads (n, H (1 + m)): the hidden states and the LM's `taps` beside them."""
 
     hidden: torch.Tensor
     logits: torch.Tensor
+    features: torch.Tensor | None = None
+
+    def __post_init__(self):
+        if self.features is None:
+            self.features = self.hidden
 
 
 def leading_run(positions: Sequence[int]) -> int:
@@ -82,6 +88,7 @@ class LM:
             self.head_int8 = kernels.quantize_rows(self.head_weight) if kernels.int8s(self.head) else None
             self._head_mask = torch.zeros(self.vocab_size, dtype=torch.bool, device=self.device)
             self._head_mask[self.head_ids] = True
+        self.taps: tuple[int, ...] = ()  # layers whose normed outputs `features` carries (`tap`)
         self._set_cache(kv_cache, cuda_graphs)
         self._reset_support()
         self.forwards = 0
@@ -104,7 +111,20 @@ class LM:
             raise ValueError("CUDA graphs need the fixed cache (kv_cache='fixed')")
         self.kv_cache = kind
         self.cache = kvcache.new_cache(self.config, kind)
-        self.graphs = graphs.Graphs(self.base) if cuda_graphs else None
+        self.graphs = graphs.Graphs(self.base, self.taps) if cuda_graphs else None
+
+    def tap(self, layers: Sequence[int]) -> None:
+        """From now on, return beside each forward's hidden states the final norm over the output of its first k
+        layers, k in `layers` (ascending, 1 .. L - 1), as `Forward.features` and `last_features`: what a feature
+        drafter that taps them reads (models.eagle.add_feature_taps)."""
+        layers = tuple(int(k) for k in layers)
+        L = self.config.num_hidden_layers
+        if list(layers) != sorted(set(layers)) or any(not 1 <= k < L for k in layers):
+            raise ValueError(f"taps are ascending distinct layers in 1..{L - 1}, got {layers}")
+        if layers != self.taps:
+            self.taps = layers
+            if self.graphs is not None:
+                self.graphs = graphs.Graphs(self.base, layers)
 
     def reset(self) -> None:
         self.cache = kvcache.emptied(self.cache, self.config, self.kv_cache)
@@ -235,18 +255,29 @@ class LM:
         if self.graphs is not None and b <= graphs.MAX_WIDTH and self.device.type == "cuda":
             h = self.graphs(self.cache, inputs, pos, mask)[0]
         elif self._direct and not self.base.training:
-            h = direct.forward(self.base, pos, mask, self.cache, **inputs)[0]  # (b, H)
+            h = direct.forward(self.base, pos, mask, self.cache, taps=self.taps, **inputs)[0]  # (b, H (1 + m))
         else:
-            out = self.base(**inputs, position_ids=pos, attention_mask=mask, cache=self.cache, use_cache=True)
-            h = out.last_hidden_state[0]  # (b, H)
+            out = self.base(
+                **inputs,
+                position_ids=pos,
+                attention_mask=mask,
+                cache=self.cache,
+                use_cache=True,
+                output_hidden_states=bool(self.taps),
+            )
+            h = direct.with_taps(self.base, out, self.taps)[0]  # (b, H (1 + m))
         if self.graphs is not None:  # the pad rows' slots are dropped (and a replayed graph moved no host length)
             h = h[:n]
             self.cache.set_length(past + n)
         self.forwards += 1
+        feats = h
+        if self.taps:
+            h = h[:, : self.config.hidden_size]
         self._after_forward(h)
+        self.last_features = feats  # every row, the taps beside the hidden states
         if rows is not None:
-            h = h[rows]
-        fwd = Forward(hidden=h, logits=self.logits(h))
+            h, feats = h[rows], feats[rows]
+        fwd = Forward(hidden=h, logits=self.logits(h), features=feats)
         self.forward_ms += (time.perf_counter() - t0) * 1e3
         return fwd
 

@@ -31,7 +31,7 @@ from specviz import kernels
 from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
 from specviz.core.config import ModelConfig
 from specviz.core.device import TORCH_DTYPES, resolve_device, resolve_dtype
-from specviz.models.eagle import COPY_KEY, EagleLM, add_copy_input, build_eagle
+from specviz.models.eagle import COPY_KEY, TAPS_KEY, EagleLM, add_copy_input, add_feature_taps, build_eagle
 from specviz.models.lm import LM
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
@@ -305,6 +305,10 @@ def load_eagle(
                 f"(n-grams up to 64), got shape {tuple(state[COPY_KEY].shape)}"
             )
         add_copy_input(model, len(state[COPY_KEY]) - 1)
+    taps = tuple(getattr(cfg, TAPS_KEY, None) or ())
+    if taps and (list(taps) != sorted(set(taps)) or not 1 <= min(taps) <= max(taps) < tcfg.num_hidden_layers):
+        raise ValueError(f"{folder / 'config.json'}: {TAPS_KEY} must be ascending target layers, got {list(taps)}")
+    add_feature_taps(model, taps)
     try:
         missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
     except RuntimeError as e:  # shapes that do not fit this target
@@ -437,4 +441,7 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
     draft_lm = LM(
         draft, head_ids=head_ids, name="draft", context_vocab=cfg.context_vocab, half_rows=draft is not target, **cache
     )
-    return Pair(LM(target, name="target", **cache), draft_lm, tok, info, eagle)
+    target_lm = LM(target, name="target", **cache)
+    if eagle is not None:
+        target_lm.tap(eagle.taps)  # the features a drafter with taps reads beside f (models.eagle)
+    return Pair(target_lm, draft_lm, tok, info, eagle)

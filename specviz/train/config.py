@@ -127,6 +127,7 @@ class EagleTrainConfig:
     noise: float = 0.05
     feat_weight: float = 0.1
     layers: int = 1  # decoder layers; more than the warm start's are added as identities (models.eagle.build_eagle)
+    taps: tuple[int, ...] = ()  # target layers whose normed outputs fc also reads (models.eagle.add_feature_taps)
     balance_inputs: bool = False  # scale f to |e| in fc's input (slows the feature path down; measured worse)
     copy_input: bool = False  # add the prompt-lookup input a_n e(y) (specviz.models.eagle.add_copy_input;
     # n-grams up to LookupConfig's)
@@ -164,6 +165,10 @@ class EagleTrainConfig:
             1 <= self.layers <= MAX_LAYERS, f"an EAGLE drafter has 1 to {MAX_LAYERS} decoder layers, got {self.layers}"
         )
         _check(self.checkpoint_minutes > 0, f"need checkpoint minutes > 0, got {self.checkpoint_minutes}")
+        _check(
+            len(set(self.taps)) == len(self.taps) and all(isinstance(k, int) and k >= 1 for k in self.taps),
+            f"taps are distinct target layers >= 1, got {self.taps}",
+        )
 
 
 def precision(cfg: DraftTrainConfig | EagleTrainConfig) -> str:

@@ -35,10 +35,13 @@ from specviz.core.config import LookupConfig, ModelConfig
 from specviz.models.eagle import (
     COPY_KEY,
     FC_KEY,
+    TAPS_KEY,
     add_copy_input,
+    add_feature_taps,
     build_eagle,
     copy_ngram,
     eagle_inputs,
+    feature_taps,
     lookup_tensors,
     previous_features,
     uses_copy,
@@ -56,24 +59,33 @@ from specviz.train.loop import adamw, optimise, resume
 
 
 @torch.inference_mode()
-def target_features(target_model, data: Distill, path: Path, batch_tokens: int = 4096) -> torch.Tensor:
-    """(N, H) bf16: the target's post-norm last hidden state at every token of `data` (cached at `path`)."""
-    if path.exists():
-        return load_file(str(path))["features"]
+def target_features(
+    target_model, data: Distill, path: Path, batch_tokens: int = 4096, taps: tuple[int, ...] = ()
+) -> torch.Tensor:
+    """(N, H (1 + m)) bf16: the target's post-norm last hidden state f at every token of `data` and, for each tap
+    k, u^k = its final norm over the output of its first k layers (`models.eagle.add_feature_taps`); each block
+    cached at its own path (`path`, then `path` with `-u<k>`), so drafters with other taps share f."""
+    paths = [path] + [path.with_name(f"{path.stem}-u{k}{path.suffix}") for k in taps]
+    if all(p.exists() for p in paths):
+        return torch.cat([load_file(str(p))["features"] for p in paths], 1)
     base = target_model.get_decoder()
     lens = (data.starts[1:] - data.starts[:-1]).tolist()
-    out = torch.zeros(len(data.tokens), target_model.config.hidden_size, dtype=torch.bfloat16)
+    H = target_model.config.hidden_size
+    out = torch.zeros(len(data.tokens), H * len(paths), dtype=torch.bfloat16)
     for g in tqdm(batches(lens, len(lens), batch_tokens), desc="target features (batches)"):
         L = max(lens[s] for s in g)
         x = torch.zeros(len(g), L, dtype=torch.long)
         for b, s in enumerate(g):
             x[b, : lens[s]] = data.sequence(s)[0]
-        h = base(input_ids=x).last_hidden_state  # right padding: never seen
+        res = base(input_ids=x, output_hidden_states=bool(taps))  # right padding: never seen
+        h = torch.cat([res.last_hidden_state] + [base.norm(res.hidden_states[k]) for k in taps], -1)
         for b, s in enumerate(g):
             out[data.starts[s] : data.starts[s + 1]] = h[b, : lens[s]].to(torch.bfloat16)
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({"features": out.contiguous()}, str(path.with_suffix(".tmp")))
-    path.with_suffix(".tmp").rename(path)
+    for i, p in enumerate(paths):
+        if not p.exists():
+            save_file({"features": out[:, i * H : (i + 1) * H].contiguous()}, str(p.with_suffix(".tmp")))
+            p.with_suffix(".tmp").rename(p)
     return out
 
 
@@ -137,7 +149,7 @@ def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, sca
     for k in (1, 2):
         h = _pass(model, x, fin, copy)
         ce = distill_loss(h[pos[:, 0], pos[:, 1]], head_w, slot, data.top_ids[rows], data.top_lp[rows], allow)
-        reg = F.smooth_l1_loss(h[valid] / scale, f[valid] / scale)
+        reg = F.smooth_l1_loss(h[valid] / scale, f[valid][:, : h.shape[-1]] / scale)  # f alone, not the taps
         total = total + ce + cfg.feat_weight * reg
         parts[f"ce{k}"] = float(ce.detach())
         fin = previous_features(h.detach())
@@ -177,12 +189,13 @@ def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ck
     head_w = model.get_input_embeddings().weight.detach()[ids_v]
     slot = torch.full((model.config.vocab_size,), -1, dtype=torch.long)
     slot[ids_v] = torch.arange(len(ids_v))
-    scale = float(feats[:50_000].float().std())
+    scale = float(feats[:50_000, : model.config.hidden_size].float().std())
     emb = model.get_input_embeddings().weight
     # features are ~14x longer than embeddings; balance_inputs trains fc on f * (|e| / |f|) (Adam's per-weight
     # steps then move the feature path as slowly as the token path); save_eagle folds the factor into fc
     if cfg.balance_inputs:
-        model.eagle_feature_scale = float(emb.norm(dim=-1).mean() / feats[:50_000].float().norm(dim=-1).mean())
+        f = feats[:50_000, : model.config.hidden_size].float()
+        model.eagle_feature_scale = float(emb.norm(dim=-1).mean() / f.norm(dim=-1).mean())
     params = own_params(model)
     opt = adamw(params, cfg)
     gen = torch.Generator().manual_seed(cfg.seed)  # the feature noise; a checkpoint keeps its state
@@ -265,10 +278,13 @@ def parse(argv):
     for k, v in asdict(d).items():
         if isinstance(v, bool):
             ap.add_argument("--" + k.replace("_", "-"), action="store_true")
+        elif isinstance(v, tuple):
+            ap.add_argument("--" + k.replace("_", "-"), type=int, nargs="*", default=v)
         else:
             ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
     a = ap.parse_args(argv)
-    return a, EagleTrainConfig(**{k: getattr(a, k) for k in asdict(d)})
+    kw = {k: getattr(a, k) for k in asdict(d)}
+    return a, EagleTrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
 
 
 def main(argv=None) -> None:
@@ -297,7 +313,8 @@ def main(argv=None) -> None:
         work,
         answers,
     )
-    feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors")
+    taps = tuple(cfg.taps)
+    feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors", taps=taps)
     parts = (
         (partial(broad_data, answers=answers), cfg.broad_prompts),
         (partial(self_data, answers=answers), cfg.self_prompts),
@@ -308,7 +325,12 @@ def main(argv=None) -> None:
         if n:  # features cached per part: earlier parts' are reused
             extra = make(pair, DraftTrainConfig(), n, work)
             feats = torch.cat(
-                [feats, target_features(pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors")]
+                [
+                    feats,
+                    target_features(
+                        pair.target.model, extra, work / f"eagle-features-{digest(extra)}.safetensors", taps=taps
+                    ),
+                ]
             )
             data = merge([data, extra])
     t1 = time.perf_counter()
@@ -331,15 +353,20 @@ def main(argv=None) -> None:
         ids_v = state.pop(HEAD_KEY)
         if COPY_KEY in state:
             add_copy_input(model, len(state[COPY_KEY]) - 1)
+        add_feature_taps(model, json.loads((Path(a.warm_start) / "config.json").read_text()).get(TAPS_KEY) or ())
         model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     if cfg.copy_input:  # a zero third block: step 0 is the drafter it starts from
         add_copy_input(model, LookupConfig().max_ngram, cfg.copy_gain)
+    if taps != feature_taps(model):
+        if feature_taps(model):
+            raise SystemExit(f"the warm start taps the target's layers {feature_taps(model)}, not {taps}")
+        add_feature_taps(model, taps)  # zero blocks: step 0 is the drafter it starts from
     key = (
         f"{'warm-' + digest_file(Path(a.warm_start) / 'eagle.safetensors') + '-' if a.warm_start else ''}"
         f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-wu{cfg.warmup}-n{cfg.noise}-w{cfg.feat_weight}"
         f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
         f"{'-ctx' if cfg.context_vocab else ''}{'-bf16' if cfg.bf16 else ''}"
-        f"{f'-L{cfg.layers}' if cfg.layers > 1 else ''}"
+        f"{f'-L{cfg.layers}' if cfg.layers > 1 else ''}{'-u' + '.'.join(map(str, taps)) if taps else ''}"
         f"-data{cfg.greedy_prompts}.{cfg.sampled_prompts}.{cfg.doc_prompts}"
         f".{cfg.broad_prompts}.{cfg.self_prompts}.{cfg.real_prompts}.{cfg.fixed_prompts}-seed{cfg.seed}"
     )

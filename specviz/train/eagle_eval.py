@@ -35,7 +35,7 @@ def evaluate(pair, eagle, data: Distill, max_k: int = max(KS)) -> dict:
         ids = ids.tolist()
         pair.target.reset()
         pair.target.forward(ids, rows=slice(0, 0))
-        f = pair.target.last_hidden
+        f = pair.target.last_features
         eagle.reset()
         m = []
         for i in range(len(ids) - P):  # a round whose root is position P - 1 + i
@@ -78,6 +78,7 @@ def run_eval(out: Path, work: Path, cfg: EagleTrainConfig) -> dict:
     pair = load_pair(ModelConfig(dtype="bf16", device="cpu"))
     data = draft_eval.heldout_data(pair, cfg.eval_prompts, work / "eval-data", 128)
     eagle = load_eagle(out, pair.target.model)
+    pair.target.tap(eagle.taps)
     res = {
         **evaluate(pair, eagle, data),
         "context_vocab": eagle.context_vocab,
@@ -243,7 +244,9 @@ def _has_copy(cfg: EagleTrainConfig, facts: dict) -> bool:
 
 
 def _g(cfg, facts) -> str:
-    return "fc([e(x_t), f_(t-1), a_n e(y_t)])" if _has_copy(cfg, facts) else "fc([e(x_t), f_(t-1)])"
+    blocks = ["e(x_t)", "f_(t-1)"] + (["a_n e(y_t)"] if _has_copy(cfg, facts) else [])
+    blocks += [f"u^{k}_(t-1)" for k in cfg.taps]  # the target's normed layer-k outputs (models.eagle)
+    return f"fc([{', '.join(blocks)}])"
 
 
 def _copy_text(cfg, facts) -> str:
@@ -257,6 +260,15 @@ def _copy_text(cfg, facts) -> str:
     )
 
 
+def _taps_text(cfg) -> str:
+    return (
+        f"\nu^k is the target's final norm over the output of its first k layers (k = {', '.join(map(str, cfg.taps))}; "
+        "zeros after a drafted parent)."
+        if cfg.taps
+        else ""
+    )
+
+
 def _copy_key(cfg, facts) -> str:
     return " and the gains a_n (`eagle_copy_gain`)" if _has_copy(cfg, facts) else ""
 
@@ -267,7 +279,8 @@ def command(cfg: EagleTrainConfig, facts: dict) -> str:
     `--warm-start`)."""
     default = asdict(EagleTrainConfig())
     flags = [
-        f"--{k.replace('_', '-')}" + ("" if isinstance(v, bool) else f" {v}")
+        f"--{k.replace('_', '-')}"
+        + ("" if isinstance(v, bool) else f" {' '.join(map(str, v))}" if isinstance(v, tuple) else f" {v}")
         for k, v in asdict(cfg).items()
         if v != default[k] and k != "seed"
     ]
@@ -289,7 +302,7 @@ KV cache, the target's final norm shape, and the target's tied output layer rest
 {facts["head_size"]} token ids of the standalone draft (`specviz.head_ids`) and, in the engine
 (`ModelConfig.context_vocab`, on by default), every token of its context. f is the target's post-norm last
 hidden state; drafted tokens whose parent the target has not run read the drafter's own
-prediction.{_copy_text(cfg, facts)}
+prediction.{_copy_text(cfg, facts)}{_taps_text(cfg)}
 `eagle.safetensors` ({mb:.1f} MB, bf16) holds fc, the layer and the norm{_copy_key(cfg, facts)}; embeddings are the
 target's.
 Hugging Face assisted generation cannot drive a feature drafter: the standalone draft in

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from transformers import DynamicCache
 
@@ -40,6 +41,7 @@ from specviz.core.config import SamplingConfig
 from specviz.core.sampling import warp
 from specviz.methods.specdecpp import inputs as head_inputs
 from specviz.methods.specdecpp.inputs import CATALOG
+from specviz.models import direct
 from specviz.models.eagle import (
     copy_ngram,
     eagle_inputs,
@@ -92,12 +94,18 @@ def _positions(mask: torch.Tensor, n: int) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)[:, -n:]
 
 
-def _forward(lm: LM, ids: torch.Tensor, mask: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
-    """Batched forward of ids (B, L) on top of `cache`; mask (B, past + L) marks real tokens. -> hidden (B, L, H)."""
+def _forward(lm: LM, ids: torch.Tensor, mask: torch.Tensor, cache: DynamicCache, taps=()) -> torch.Tensor:
+    """Batched forward of ids (B, L) on top of `cache`; mask (B, past + L) marks real tokens. -> hidden (B, L, H),
+    with `taps` the features (B, L, H (1 + m)) of `models.direct.forward`."""
     out = lm.base(
-        input_ids=ids, attention_mask=mask, position_ids=_positions(mask, ids.shape[1]), cache=cache, use_cache=True
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=_positions(mask, ids.shape[1]),
+        cache=cache,
+        use_cache=True,
+        output_hidden_states=bool(taps),
     )
-    return out.last_hidden_state
+    return direct.with_taps(lm.base, out, taps)
 
 
 def _left_pad(prompts: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -230,26 +238,28 @@ def _feature_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
     """The rows of a feature drafter (see the module docstring)."""
     dev, regime = target.device, GREEDY if greedy else SAMPLED
     cache = DynamicCache(config=target.config)
-    hs = [_forward(target, ids, mask, cache)]  # target features f, block by block
+    H, taps = target.config.hidden_size, getattr(draft, "taps", ())
+    hs = [_forward(target, ids, mask, cache, taps)]  # target features [f, u^k ...], block by block
     B, T, L = len(ids), cfg.new_tokens, ids.shape[1]
     X = torch.zeros(B, T, dtype=torch.long, device=dev)
     alive = torch.ones(B, T, dtype=torch.bool, device=dev)
     live = torch.ones(B, dtype=torch.bool, device=dev)
     for t in range(T):
-        x = _draw(warp(target.logits(hs[-1][:, -1]), regime), greedy, rng)
+        x = _draw(warp(target.logits(hs[-1][:, -1, :H]), regime), greedy, rng)
         X[:, t], alive[:, t] = x, live
         live = live & ~torch.isin(x, eos)
         if not live.any() or t == T - 1:
             alive[:, t + 1 :] = False
             break
         mask = torch.cat([mask, torch.ones(B, 1, dtype=mask.dtype, device=dev)], 1)
-        hs.append(_forward(target, x[:, None], mask, cache))
+        hs.append(_forward(target, x[:, None], mask, cache, taps))
     n = len(hs) - 1  # continuation positions with f
     X, alive = X[:, : n + 1], alive[:, : n + 1]
-    f = torch.cat(hs, 1)  # (B, L + n, H): f over prompt + X
+    fu = torch.cat(hs, 1)  # (B, L + n, H (1 + m)): [f, u^k ...] over prompt + X
+    f = fu[..., :H]
     seq, full = torch.cat([ids, X], 1), torch.cat([mask[:, :L], torch.ones(B, n + 1, dtype=mask.dtype, device=dev)], 1)
     # q_i: the drafter on the target's text with exact features; p_i: the target at the same positions
-    h_d = _eagle_forward(draft, seq[:, :-1], previous_features(f), full[:, :-1])[:, L - 1 :]  # (B, n + 1, H)
+    h_d = _eagle_forward(draft, seq[:, :-1], previous_features(fu), full[:, :-1])[:, L - 1 :]  # (B, n + 1, H)
     h_t = f[:, L - 1 :]
     Y, D = (torch.zeros(B, n + 1, dtype=dt, device=dev) for dt in (torch.float, torch.long))
     dist = torch.zeros(B, n + 1, 4, device=dev)
@@ -264,10 +274,11 @@ def _feature_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
         tent.append(head_inputs.target_entropy(draft, f[:, L - 1 + i], seen))
     use_target = (torch.rand(B, n + 1, generator=rng, device=rng.device) < cfg.mixing_ratio).to(dev)
     Z = torch.cat([ids, torch.where(use_target, X, D)], 1)
-    exact = previous_features(torch.cat([f, torch.zeros_like(f[:, :1])], 1))  # f_(j-1) along X
+    exact = previous_features(torch.cat([fu, torch.zeros_like(fu[:, :1])], 1))  # f_(j-1) (and taps) along X
     first = _eagle_forward(draft, Z, exact, full)
     own = torch.cat([torch.ones_like(ids, dtype=torch.bool), use_target], 1)  # reads an exact f
-    states = _eagle_forward(draft, Z, torch.where(own[..., None], exact, previous_features(first)), full)[:, L - 1 :]
+    guess = F.pad(previous_features(first), (0, fu.shape[-1] - H))  # f^ and zero taps
+    states = _eagle_forward(draft, Z, torch.where(own[..., None], exact, guess), full)[:, L - 1 :]
     return states, Y, dist, X, D, use_target, alive & ~use_target, torch.stack(tent, 1)
 
 

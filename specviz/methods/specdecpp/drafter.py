@@ -103,7 +103,7 @@ class SpecDecPPDrafter(DraftLMDrafter):
         n = getattr(self.lm, "n_target", 0)
         if "target_entropy" not in self.head.inputs or n < 1:
             return 0.0
-        return float(head_inputs.target_entropy(self.lm, self.lm.tfeat[n - 1]))
+        return float(head_inputs.target_entropy(self.lm, self.lm.target_hidden(n - 1)))
 
     def columns(self, q: torch.Tensor, y: int, depth: int, drafted: list[int], tent: float = 0.0) -> torch.Tensor:
         """The head's scalar inputs for candidate y, drawn from q at `depth` after the round's `drafted` tokens
