@@ -25,6 +25,7 @@ from specviz.methods.specdecpp.inputs import CATALOG
 from specviz.models.eagle import (
     EagleLM,
     add_copy_input,
+    add_feature_taps,
     build_eagle,
     eagle_inputs,
     lookup_tensors,
@@ -41,10 +42,11 @@ from specviz.train.head_data import batch_rows
 PROMPT = [5, 9, 3, 17, 4]
 
 
-def eagle_for(target, seed=0, head_ids=None, copy=False, context_vocab=False):
+def eagle_for(target, seed=0, head_ids=None, copy=False, context_vocab=False, taps=()):
     m = build_eagle(target, init_layer=0)
     if copy:  # the prompt-lookup input, n-grams up to 3
         add_copy_input(m, 3, gain=2.0)
+    add_feature_taps(m, taps)  # the target's middle layers (test_eagle_taps.py)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():  # random fc: the features (and copies) really steer the draft
         m.eagle_fc.weight.copy_(torch.randn(m.eagle_fc.weight.shape, generator=g) * 0.2)
@@ -54,8 +56,10 @@ def eagle_for(target, seed=0, head_ids=None, copy=False, context_vocab=False):
 def eagle_pair(vocab=64, seed=0, **kw):
     target = tiny_llama(vocab=vocab, seed=seed)
     draft = tiny_llama(vocab=vocab, seed=seed + 1000)
+    t = LM(target, name="target")
+    t.tap(kw.get("taps", ()))
     return Pair(
-        LM(target, name="target"),
+        t,
         LM(draft, name="draft"),
         None,
         {"target": "tiny", "draft": "random"},
@@ -321,22 +325,23 @@ def test_resolved_drafter_is_recorded():
     assert drafter_kind(RunConfig(method="specdecpp", drafter="eagle"), pair) == "eagle"
 
 
-@COPY
-def test_acceptance_head_rows_match_the_engine(copy):
+@pytest.mark.parametrize("copy,taps", [(False, ()), (True, ()), (False, (1,))], ids=["plain", "copy-input", "taps"])
+def test_acceptance_head_rows_match_the_engine(copy, taps):
     """Head data for a feature drafter (train/head_data.batch_rows), greedy regime, no target-token mixing:
     each label is 1[target argmax = drafter argmax] with the drafter reading the target's text through exact
-    features, and the first drafted token's row holds the hidden state the engine computes when it drafts it."""
-    pair = eagle_pair(copy=copy)
+    features (and the target's taps), and the first drafted token's row holds the hidden state the engine computes
+    when it drafts it."""
+    pair = eagle_pair(copy=copy, taps=taps)
     cfg = HeadTrainConfig(prompts=2, new_tokens=6, gen_batch=1, greedy_fraction=1.0, mixing_ratio=0.0)
     rows = batch_rows(pair.target, pair.eagle, [PROMPT], cfg, True, torch.Generator().manual_seed(0), set(), 0)
     target, e = pair.target, pair.eagle
     target.reset()
     fwd = target.forward(PROMPT)
-    feats, xs = [fwd.hidden], []
+    feats, xs = [fwd.features], []
     for _ in range(cfg.new_tokens):
         xs.append(int(fwd.logits[-1].argmax()))
         fwd = target.forward([xs[-1]])
-        feats.append(fwd.hidden)
+        feats.append(fwd.features)
     e.reset()
     e.add_target_features(0, torch.cat(feats))
     q = e.forward(PROMPT + xs[:-1]).logits[len(PROMPT) - 1 :]  # q for X_0 .. X_5
@@ -352,7 +357,9 @@ def test_acceptance_head_rows_match_the_engine(copy):
     # position len(PROMPT) - 2: each row's target_entropy is that distribution's, as the drafter computes it
     with torch.inference_mode():
         want = float(
-            torch.special.entr(torch.softmax(target.logits(feats[0][len(PROMPT) - 2 : len(PROMPT) - 1]), -1)).sum()
+            torch.special.entr(
+                torch.softmax(target.logits(feats[0][len(PROMPT) - 2 : len(PROMPT) - 1, : e.hidden_size]), -1)
+            ).sum()
         )
     tent = rows["columns"][:, CATALOG.index("target_entropy")]
     torch.testing.assert_close(tent, torch.full_like(tent, want))

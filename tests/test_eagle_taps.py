@@ -1,5 +1,6 @@
 """A feature drafter that also reads the target's middle layers (`models.eagle.add_feature_taps`): the target's
-tapped forward, the drafter's start and bookkeeping, losslessness, its folder, and the training features."""
+tapped forward, the drafter's start and bookkeeping, losslessness, its folder, and the training features (its
+SpecDec++ head rows: test_eagle.py)."""
 
 import json
 
@@ -15,10 +16,8 @@ from specviz.engine.record import generate
 from specviz.models.eagle import EagleLM, add_copy_input, add_feature_taps, build_eagle, feature_taps
 from specviz.models.lm import LM
 from specviz.models.loading import Pair, load_eagle
-from specviz.train.config import HeadTrainConfig
 from specviz.train.data import Distill
 from specviz.train.eagle import save_eagle, target_features
-from specviz.train.head_data import batch_rows
 
 PROMPT = [5, 9, 3, 5, 9, 3, 17, 4]
 
@@ -195,29 +194,3 @@ def test_training_features_are_the_engines(tmp_path):
         torch.testing.assert_close(got[starts[s] : starts[s + 1]], want, atol=2e-2, rtol=2e-2)
     again = target_features(pair.target.model, data, tmp_path / "f.safetensors", taps=(1, 2)).float()
     assert torch.equal(again, got)
-
-
-def test_acceptance_head_rows_of_a_tapped_drafter_match_the_engine():
-    """As test_eagle's rows test: the head data's drafter reads the target's taps as the engine does."""
-    pair = tapped_pair(copy=False)
-    cfg = HeadTrainConfig(prompts=2, new_tokens=6, gen_batch=1, greedy_fraction=1.0, mixing_ratio=0.0)
-    rows = batch_rows(pair.target, pair.eagle, [PROMPT], cfg, True, torch.Generator().manual_seed(0), set(), 0)
-    target, e = pair.target, pair.eagle
-    target.reset()
-    fwd = target.forward(PROMPT)
-    feats, xs = [fwd.features], []
-    for _ in range(cfg.new_tokens):
-        xs.append(int(fwd.logits[-1].argmax()))
-        fwd = target.forward([xs[-1]])
-        feats.append(fwd.features)
-    e.reset()
-    e.add_target_features(0, torch.cat(feats))
-    q = e.forward(PROMPT + xs[:-1]).logits[len(PROMPT) - 1 :]
-    assert rows["label"].tolist() == [float(a == b) for a, b in zip(q.argmax(-1).tolist(), xs)]
-    e.reset()
-    e.add_target_features(0, feats[0][:-1])
-    root = e.forward(PROMPT).hidden[-1]
-    first = e.forward([int(q[0].argmax())]).hidden[-1]
-    torch.testing.assert_close(rows["features"][0], first.float(), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(rows["features_before"][0], root.float(), rtol=1e-4, atol=1e-5)
-    assert torch.equal(e.target_hidden(2), feats[0][2, : e.hidden_size])
