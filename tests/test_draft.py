@@ -10,7 +10,7 @@ from tiny import tiny_llama
 
 from specviz.core.assets import DEFAULT_DRAFT
 from specviz.core.config import ModelConfig
-from specviz.models.eagle import add_copy_input, build_eagle
+from specviz.models.eagle import add_copy_input, add_feature_taps, build_eagle
 from specviz.models.lm import LM
 from specviz.models.loading import load_pair
 from specviz.train import answers, corpus, selfprompts
@@ -200,6 +200,28 @@ def test_eagle_training_with_the_copy_input(tmp_path):
     }
     assert "adds the prompt-lookup input" in _previous(stage)
     assert "a_n e(y_t)" in _g(EagleTrainConfig(), {"previous": stage}) and "a_n" not in _g(EagleTrainConfig(), {})
+
+
+def test_eagle_training_with_taps(tmp_path):
+    """--taps: the features carry the tapped layers, zero blocks start the drafter where it was, training moves
+    them, and the flags reach the config, the command and the card's g_t."""
+    m = tiny_llama(vocab=64, layers=2, hidden=32)
+    data = _data(m)
+    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors", taps=(1,))
+    assert feats.shape[1] == 64
+    ids_v = head_ids(data.responses(), 32, {2})
+    cfg = EagleTrainConfig(steps=12, batch_tokens=100, checkpoint_every=12, lr=3e-3, warmup=3)
+    plain, model = build_eagle(m), build_eagle(m)
+    add_feature_taps(model, (1,))
+    h0 = eagle_train.train(plain, data, feats, data, feats, ids_v, replace(cfg, steps=1), tmp_path / "p.ckpt")
+    hist = eagle_train.train(model, data, feats, data, feats, ids_v, cfg, tmp_path / "t.ckpt")
+    assert hist[0] == h0[0] and model.eagle_fc.weight[:, 64:].abs().sum() > 0
+    _, cfg = parse(["--taps", "8", "16"])
+    assert cfg.taps == (8, 16) and "--taps 8 16" in command(cfg, {}) and "u^16_(t-1)" in _g(cfg, {})
+    assert EagleTrainConfig(taps=[3, 5]).taps == (3, 5)  # as a card's JSON holds them
+    for bad in ((2, 1), (0,), (4, 4)):
+        with pytest.raises(ValueError, match="taps"):
+            EagleTrainConfig(taps=bad)
 
 
 def test_eagle_recipe_counts_reach_the_data_and_the_card():

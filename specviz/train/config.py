@@ -165,9 +165,10 @@ class EagleTrainConfig:
             1 <= self.layers <= MAX_LAYERS, f"an EAGLE drafter has 1 to {MAX_LAYERS} decoder layers, got {self.layers}"
         )
         _check(self.checkpoint_minutes > 0, f"need checkpoint minutes > 0, got {self.checkpoint_minutes}")
+        object.__setattr__(self, "taps", tuple(self.taps))  # a list from a card's JSON
         _check(
-            len(set(self.taps)) == len(self.taps) and all(isinstance(k, int) and k >= 1 for k in self.taps),
-            f"taps are distinct target layers >= 1, got {self.taps}",
+            list(self.taps) == sorted(set(self.taps)) and all(isinstance(k, int) and k >= 1 for k in self.taps),
+            f"taps are ascending distinct target layers >= 1, got {self.taps}",
         )
 
 

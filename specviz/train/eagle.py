@@ -283,8 +283,7 @@ def parse(argv):
         else:
             ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
     a = ap.parse_args(argv)
-    kw = {k: getattr(a, k) for k in asdict(d)}
-    return a, EagleTrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
+    return a, EagleTrainConfig(**{k: getattr(a, k) for k in asdict(d)})
 
 
 def main(argv=None) -> None:
