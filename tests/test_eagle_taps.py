@@ -13,7 +13,15 @@ from specviz.core.config import ChainConfig, DySpecConfig, RunConfig, SamplingCo
 from specviz.core.sampling import warp
 from specviz.engine.loop import iter_rounds
 from specviz.engine.record import generate
-from specviz.models.eagle import EagleLM, add_copy_input, add_feature_taps, build_eagle, feature_taps
+from specviz.models.eagle import (
+    EagleLM,
+    add_copy_input,
+    add_feature_taps,
+    build_eagle,
+    eagle_inputs,
+    feature_taps,
+    with_zero_taps,
+)
 from specviz.models.lm import LM
 from specviz.models.loading import Pair, load_eagle
 from specviz.train.data import Distill
@@ -83,12 +91,25 @@ def test_a_tapped_drafter_starts_as_the_one_it_widens_and_reads_zero_taps_after_
     torch.testing.assert_close(e.forward(PROMPT).logits, b)
     with pytest.raises(ValueError, match="tap the target"):
         e.add_target_features(0, f[:-1, :H])
-    e.forward([11])  # a drafted token: its child reads f^ and zeros
-    assert not e._out[e.length - 1, H:].any()
     with pytest.raises(ValueError, match="already taps"):
         add_feature_taps(e.model, (1,))
     with pytest.raises(ValueError, match="copy input before"):
         add_copy_input(build_eagle_tapped(), 3)
+
+
+def test_a_token_after_a_drafted_parent_reads_its_prediction_and_zero_taps():
+    pair = tapped_pair(copy=False)
+    e = pair.eagle
+    pair.target.forward(PROMPT, rows=slice(0, 0))
+    e.add_target_features(0, pair.target.last_features[:-1])
+    e.forward(PROMPT)
+    e.forward([11])  # a drafted token
+    f_hat = e._out[e.length - 1 : e.length]
+    got = e._inputs(torch.tensor([[12]]), None, None, e.length)["inputs_embeds"]
+    want = eagle_inputs(e.model, torch.tensor([[12]]), with_zero_taps(f_hat, 3 * e.hidden_size)[None])
+    assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="taps beside f"):
+        eagle_inputs(e.model, torch.tensor([[12]]), f_hat[None])
 
 
 def build_eagle_tapped():

@@ -45,12 +45,13 @@ import copy
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import LlamaForCausalLM
 
 from specviz.core.device import to_device
 from specviz.core.ngram import NgramIndex
-from specviz.models.lm import LM, leading_run
+from specviz.models.lm import LM, checked_taps, leading_run
 
 FC_KEY = "eagle_fc.weight"
 COPY_KEY = "eagle_copy_gain"
@@ -130,7 +131,7 @@ def add_feature_taps(model, layers: Sequence[int]) -> None:
     """Widen fc with a zero block per target layer k in `layers` (each in 1 .. L - 1): the drafter then also reads
     u^k_(t-1) = norm(h^k_(t-1)), the target's final norm over the output of its first k layers, where the target
     has run position t - 1 (zeros after a drafted parent). Step 0 computes what the drafter did before."""
-    layers = tuple(int(k) for k in layers)
+    layers = checked_taps(layers)
     if not layers:
         return
     if feature_taps(model):
@@ -196,8 +197,9 @@ def eagle_inputs(
     model, input_ids: torch.Tensor, feats: torch.Tensor, copy: tuple[torch.Tensor, torch.Tensor] | None = None
 ) -> torch.Tensor:
     """g = fc([e(x), f]) or fc([e(x), f, a_n e(y)]): (B, n) ids, (B, n, H) features and, for a drafter with the
-    copy input, the lookups `copy` = (y, n), (B, n) each -> (B, n, H) inputs_embeds. A drafter with taps reads
-    (B, n, H (1 + m)) features [f, u^k1, ..., u^km] (its fc's last blocks); (B, n, H) ones give zero taps."""
+    copy input, the lookups `copy` = (y, n), (B, n) each -> (B, n, H) inputs_embeds. A drafter with m taps reads
+    (B, n, H (1 + m)) features [f, u^k1, ..., u^km] (its fc's last blocks; `with_zero_taps` after a drafted
+    parent); any other drafter reads the first H."""
     emb = model.get_input_embeddings()
     e = emb(input_ids)
     H = e.shape[-1]
@@ -209,10 +211,18 @@ def eagle_inputs(
         y, n = copy
         gain = model.eagle_copy_gain[n] * (n > 0)
         parts.append(emb(y.clamp(min=0)) * gain[..., None].to(e.dtype))
-    taps = len(feature_taps(model)) * H
-    if taps:
-        parts.append(feats[..., H:] if feats.shape[-1] > H else feats.new_zeros(*feats.shape[:-1], taps))
+    m = len(feature_taps(model))
+    if m:
+        if feats.shape[-1] != H * (1 + m):
+            raise ValueError(f"this EAGLE drafter reads {m} taps beside f: pass (..., {H * (1 + m)}) features")
+        parts.append(feats[..., H:])
     return model.eagle_fc(torch.cat(parts, -1))
+
+
+def with_zero_taps(f_hat: torch.Tensor, width: int) -> torch.Tensor:
+    """The features a token after a drafted parent reads: the drafter's own f^ (..., H) and zeros for the taps, up to
+    `width` (the drafter's feature width; f^ alone for a drafter without taps)."""
+    return f_hat if width == f_hat.shape[-1] else F.pad(f_hat, (0, width - f_hat.shape[-1]))
 
 
 def previous_features(f: torch.Tensor) -> torch.Tensor:
@@ -266,7 +276,7 @@ class EagleLM(LM):
         W = H * (1 + len(self.taps))  # [f_t, u^k_t ...]
         self.tfeat = torch.zeros(256, W, dtype=self.dtype, device=self.device)  # target's, t < n_target (grown x2)
         self.n_target = 0
-        self._out = torch.zeros(64, W, dtype=self.dtype, device=self.device)  # [f^, 0 ...] per cache slot (x2)
+        self._out = torch.zeros(64, H, dtype=self.dtype, device=self.device)  # f^ per cache slot (grown x2)
         self._exact = torch.zeros(64, dtype=torch.bool)  # slot read an exact feature
         self._tok: list[int] = []  # token per cache slot (copy input)
         self._par: list[int] = []  # the slot it hangs off (-1: none)
@@ -319,7 +329,7 @@ class EagleLM(LM):
             self.tfeat[to_device(src.clamp(0, len(self.tfeat) - 1), dev)],
             torch.where(
                 to_device(use_o, dev)[:, None],
-                self._out[to_device(src.clamp(0, len(self._out) - 1), dev)],  # f^ and zero taps
+                with_zero_taps(self._out[to_device(src.clamp(0, len(self._out) - 1), dev)], self.tfeat.shape[1]),
                 torch.zeros((), dtype=self.dtype, device=dev),
             ),
         )
@@ -359,7 +369,7 @@ class EagleLM(LM):
         n, end = len(hidden), self.length
         start = end - n
         self._out, self._exact = _fit(self._out, end), _fit(self._exact, end)
-        self._out[start:end, : self.hidden_size] = hidden
+        self._out[start:end] = hidden
         self._exact[start:end] = self._pending_exact
 
     def keep(self, positions: Sequence[int]) -> None:

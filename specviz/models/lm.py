@@ -35,6 +35,17 @@ class Forward:
             self.features = self.hidden
 
 
+def checked_taps(layers: Sequence[int], n_layers: int | None = None) -> tuple[int, ...]:
+    """`layers` as the ascending tuple of target layers a feature drafter taps (`LM.tap`), each k in 1 .. n_layers - 1
+    (>= 1 where the target is not known yet); ValueError otherwise."""
+    taps = tuple(layers)
+    top = "" if n_layers is None else f" < {n_layers}"
+    ok = all(isinstance(k, int) and k >= 1 and (n_layers is None or k < n_layers) for k in taps)
+    if not ok or list(taps) != sorted(set(taps)):
+        raise ValueError(f"taps are ascending distinct target layers k, 1 <= k{top}, got {list(taps)}")
+    return taps
+
+
 def leading_run(positions: Sequence[int]) -> int:
     """m such that positions[:m] == 0, 1, ..., m-1 (binary search: ascending distinct ids have positions[i] >= i)."""
     lo, hi = 0, len(positions)
@@ -117,10 +128,7 @@ class LM:
         """From now on, return beside each forward's hidden states the final norm over the output of its first k
         layers, k in `layers` (ascending, 1 .. L - 1), as `Forward.features` and `last_features`: what a feature
         drafter that taps them reads (models.eagle.add_feature_taps)."""
-        layers = tuple(int(k) for k in layers)
-        L = self.config.num_hidden_layers
-        if list(layers) != sorted(set(layers)) or any(not 1 <= k < L for k in layers):
-            raise ValueError(f"taps are ascending distinct layers in 1..{L - 1}, got {layers}")
+        layers = checked_taps(layers, self.config.num_hidden_layers)
         if layers != self.taps:
             self.taps = layers
             if self.graphs is not None:

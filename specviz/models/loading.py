@@ -32,7 +32,7 @@ from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
 from specviz.core.config import ModelConfig
 from specviz.core.device import TORCH_DTYPES, resolve_device, resolve_dtype
 from specviz.models.eagle import COPY_KEY, TAPS_KEY, EagleLM, add_copy_input, add_feature_taps, build_eagle
-from specviz.models.lm import LM
+from specviz.models.lm import LM, checked_taps
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
 HUB_TIMEOUT_S = 10.0  # every hub request: connecting, and each wait for bytes
@@ -305,10 +305,10 @@ def load_eagle(
                 f"(n-grams up to 64), got shape {tuple(state[COPY_KEY].shape)}"
             )
         add_copy_input(model, len(state[COPY_KEY]) - 1)
-    taps = tuple(getattr(cfg, TAPS_KEY, None) or ())
-    if taps and (list(taps) != sorted(set(taps)) or not 1 <= min(taps) <= max(taps) < tcfg.num_hidden_layers):
-        raise ValueError(f"{folder / 'config.json'}: {TAPS_KEY} must be ascending target layers, got {list(taps)}")
-    add_feature_taps(model, taps)
+    try:
+        add_feature_taps(model, checked_taps(getattr(cfg, TAPS_KEY, None) or (), tcfg.num_hidden_layers))
+    except ValueError as e:
+        raise ValueError(f"{folder / 'config.json'}: {TAPS_KEY}: {e}") from None
     try:
         missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
     except RuntimeError as e:  # shapes that do not fit this target

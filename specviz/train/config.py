@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from specviz.core.config import _check
 from specviz.methods.specdecpp.inputs import check
 from specviz.models.eagle import MAX_LAYERS
+from specviz.models.lm import checked_taps
 
 
 @dataclass(frozen=True)
@@ -165,11 +166,7 @@ class EagleTrainConfig:
             1 <= self.layers <= MAX_LAYERS, f"an EAGLE drafter has 1 to {MAX_LAYERS} decoder layers, got {self.layers}"
         )
         _check(self.checkpoint_minutes > 0, f"need checkpoint minutes > 0, got {self.checkpoint_minutes}")
-        object.__setattr__(self, "taps", tuple(self.taps))  # a list from a card's JSON
-        _check(
-            list(self.taps) == sorted(set(self.taps)) and all(isinstance(k, int) and k >= 1 for k in self.taps),
-            f"taps are ascending distinct target layers >= 1, got {self.taps}",
-        )
+        object.__setattr__(self, "taps", checked_taps(self.taps))  # a tuple, also from a card's JSON list
 
 
 def precision(cfg: DraftTrainConfig | EagleTrainConfig) -> str:

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
 from specviz.core.config import LookupConfig, ModelConfig
+from specviz.models import direct
 from specviz.models.eagle import (
     COPY_KEY,
     FC_KEY,
@@ -45,6 +46,7 @@ from specviz.models.eagle import (
     lookup_tensors,
     previous_features,
     uses_copy,
+    with_zero_taps,
 )
 from specviz.models.loading import load_pair
 from specviz.train.answers import ANSWERS, ANSWERS_HELP
@@ -77,8 +79,7 @@ def target_features(
         x = torch.zeros(len(g), L, dtype=torch.long)
         for b, s in enumerate(g):
             x[b, : lens[s]] = data.sequence(s)[0]
-        res = base(input_ids=x, output_hidden_states=bool(taps))  # right padding: never seen
-        h = torch.cat([res.last_hidden_state] + [base.norm(res.hidden_states[k]) for k in taps], -1)
+        h = direct.with_taps(base, base(input_ids=x, output_hidden_states=bool(taps)), taps)  # right padding: unseen
         for b, s in enumerate(g):
             out[data.starts[s] : data.starts[s + 1]] = h[b, : lens[s]].to(torch.bfloat16)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,7 +153,7 @@ def step_loss(model, data, feats, seqs, head_w, slot, cfg: EagleTrainConfig, sca
         reg = F.smooth_l1_loss(h[valid] / scale, f[valid][:, : h.shape[-1]] / scale)  # f alone, not the taps
         total = total + ce + cfg.feat_weight * reg
         parts[f"ce{k}"] = float(ce.detach())
-        fin = previous_features(h.detach())
+        fin = with_zero_taps(previous_features(h.detach()), f.shape[-1])
     return total, parts
 
 
@@ -167,7 +168,7 @@ def agreement(
         copy = _lookups(model, x, valid)
         w, sl, allow = _head(model, x, valid, pos, head_w, slot, cfg)
         h1 = _pass(model, x, previous_features(f), copy)
-        h2 = _pass(model, x, previous_features(h1), copy)
+        h2 = _pass(model, x, with_zero_taps(previous_features(h1), f.shape[-1]), copy)
         want = sl[data.top_ids[rows, 0].long()]
         mask = torch.zeros(1, dtype=torch.bool) if allow is None else ~allow  # -inf off the support
         p1, p2 = [(h[pos[:, 0], pos[:, 1]] @ w.T).masked_fill(mask, float("-inf")).argmax(-1) for h in (h1, h2)]
@@ -312,7 +313,7 @@ def main(argv=None) -> None:
         work,
         answers,
     )
-    taps = tuple(cfg.taps)
+    taps = cfg.taps
     feats = target_features(pair.target.model, data, work / f"eagle-features-{digest(data)}.safetensors", taps=taps)
     parts = (
         (partial(broad_data, answers=answers), cfg.broad_prompts),

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from transformers import DynamicCache
 
@@ -48,6 +47,7 @@ from specviz.models.eagle import (
     lookup_tensors,
     previous_features,
     uses_copy,
+    with_zero_taps,
 )
 from specviz.models.lm import LM
 from specviz.train.config import HeadTrainConfig
@@ -277,7 +277,7 @@ def _feature_draft_rows(target, draft, ids, mask, cfg, greedy, rng, eos):
     exact = previous_features(torch.cat([fu, torch.zeros_like(fu[:, :1])], 1))  # f_(j-1) (and taps) along X
     first = _eagle_forward(draft, Z, exact, full)
     own = torch.cat([torch.ones_like(ids, dtype=torch.bool), use_target], 1)  # reads an exact f
-    guess = F.pad(previous_features(first), (0, fu.shape[-1] - H))  # f^ and zero taps
+    guess = with_zero_taps(previous_features(first), fu.shape[-1])
     states = _eagle_forward(draft, Z, torch.where(own[..., None], exact, guess), full)[:, L - 1 :]
     return states, Y, dist, X, D, use_target, alive & ~use_target, torch.stack(tent, 1)
 
