@@ -67,11 +67,13 @@ def test_smoke_suite_fp32(tiny_pair, tmp_path):
         assert c["greedy_mismatches"] == (0 if t == 0 else None)
         assert c["best_hf"] in {"hf-assist", "hf-assist:2"}
         if k.startswith("hf"):
-            assert "split_pct" not in c
+            assert "split_pct" not in c and c["loop_speedup_vs_ar"] is None
         else:
             assert abs(sum(c["split_pct"].values()) - 100) < 1e-6
             assert 0 <= c["outside_forwards_pct"] < 100
+            assert c["loop_tokens_per_s"] > c["tokens_per_s"]  # the loop leaves out the prefill
     assert cells[(0.0, "ar")]["speedup_vs_ar"] == pytest.approx(1.0) and cells[(0.0, "ar")]["tau"] == 1.0
+    assert cells[(0.0, "ar")]["loop_speedup_vs_ar"] == pytest.approx(1.0)
     assert cells[(0.0, "hf")]["tau"] == 1.0 and cells[(0.0, "hf")]["alpha"] is None
     assert len(cells[(0.0, "chain:2")]["alpha"]) == 2 and len(cells[(0.0, "hf-assist:2")]["alpha"]) == 2
     assert cells[(0.0, "hf-assist")]["alpha"] is None
@@ -86,7 +88,7 @@ def test_smoke_suite_fp32(tiny_pair, tmp_path):
     }
     json.loads(json.dumps(result))
     md = bench_report.markdown(result)
-    assert "| method | tokens/s | × our AR | × best HF assisted | τ |" in md
+    assert "| method | tokens/s | × our AR | × our AR, decode loop | × best HF assisted | τ |" in md
     assert "Greedy audit (fp32): 0 mismatch" in md and "Per task" in md
     sampled_only = {**suite, "summary": [c for c in suite["summary"] if c["temperature"] != 0]}
     assert "Greedy audit: none (no T = 0 runs" in "\n".join(bench_report.suite_markdown(sampled_only))
