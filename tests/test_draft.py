@@ -21,7 +21,7 @@ from specviz.train.card import write_card
 from specviz.train.config import DraftTrainConfig, EagleTrainConfig
 from specviz.train.data import Distill, _concat, build_shards, continue_batch
 from specviz.train.draft import build_draft, context_head, distill_loss, head_ids, save_draft, train
-from specviz.train.draft_eval import accepted, coverage, matches
+from specviz.train.draft_eval import accepted, busy_text, coverage, matches
 from specviz.train.eagle import parse
 from specviz.train.eagle_eval import _counts, _g, _previous, command
 from specviz.train.loop import adamw, resume
@@ -80,6 +80,14 @@ def test_training_lowers_loss_and_resumes(tmp_path):
         assert torch.equal(p, q), n
     out = save_draft(draft, ids_v, tmp_path / "ship")
     assert out.exists() and (tmp_path / "ship" / "config.json").exists()
+
+
+def test_step_times_taken_on_busy_cores_are_flagged_in_the_card():
+    """A card whose step times were taken while other work shared the cores says so (its c and speedups are not the
+    CPU's); an idle machine's card says nothing more."""
+    assert busy_text({"target_ms": 14.0}) == ""
+    text = busy_text({"target_ms": 1472.0, "busy_load": 4.2})
+    assert "busy, load 4.2" in text and "not this CPU's own" in text
 
 
 def test_accepted_lengths():

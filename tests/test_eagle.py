@@ -1,6 +1,9 @@
 """The EAGLE-style feature drafter: its feature bookkeeping, losslessness with every method, how the rest of specviz
 chooses and uses it (its folder: test_eagle_folder.py)."""
 
+import os
+from dataclasses import replace
+
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -36,6 +39,7 @@ from specviz.models.lm import LM
 from specviz.models.loading import Pair
 from specviz.tools.bench.specs import BenchConfig, parse_settings
 from specviz.train.config import HeadTrainConfig
+from specviz.train.draft_eval import step_costs
 from specviz.train.eagle import _pass
 from specviz.train.head_data import batch_rows
 
@@ -378,6 +382,16 @@ def test_step_costs_of_the_eagle_drafter():
     assert costs.draft_ms > 0 and len(costs.verify_ms) == 3
     assert pair.eagle.forwards > before[0] and pair.draft.forwards == before[1]
     assert pair.eagle.length == 0 and pair.target.length == 0
+
+
+def test_step_costs_flag_a_machine_busy_while_they_are_timed(monkeypatch):
+    """The card's step times (train.draft_eval.step_costs) carry the load average where it exceeds the cores."""
+    pair = eagle_pair()
+    pair = replace(pair, draft=pair.eagle)
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 1.0, 1.0))
+    assert step_costs(pair, list(range(3, 11)), reps=1)["busy_load"] == 64.0
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 1.0, 1.0))
+    assert "busy_load" not in step_costs(pair, list(range(3, 11)), reps=1)
 
 
 def test_fresh_drafter_is_built_where_the_target_lives():

@@ -12,6 +12,7 @@ v(n) = target forward over n tokens / over one; predicted speedup(K) = tau(K) / 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -112,12 +113,25 @@ def step_costs(pair, prompt_ids: list[int], reps: int = 30) -> dict:
     n = 2..7 tokens relative to one (analysis.costs.measure_costs)."""
     c = measure_costs(pair, context=len(prompt_ids), max_tokens=7, repeats=reps)
     target = c.verify_ms[0]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return {
         "target_ms": target,
         "draft_ms": c.draft_ms,
         "c": c.draft_ms / target,
         "verify": {n: c.verify_ms[n - 1] / target for n in range(2, 8)},
+        **({"busy_load": load} if load > (os.cpu_count() or 1) + 0.5 else {}),
     }
+
+
+def busy_text(c: dict) -> str:
+    """The card's warning where other work shared the cores while `step_costs` timed the steps (`busy_load`: the
+    1-minute load average then, above the core count), else ''."""
+    if "busy_load" not in c:
+        return ""
+    return (
+        f" (timed while the machine was busy, load {c['busy_load']:.1f} on {os.cpu_count()} cores: these times, c "
+        "and the predicted speedups are not this CPU's own)"
+    )
 
 
 def evaluate(pair, data: Distill, cost_prompt: str, reps: int = 30) -> dict:
@@ -150,7 +164,7 @@ def table(res: dict) -> str:
         f"- greedy agreement: reduced head **{res['reduced']['agreement']:.3f}**, "
         f"full head {res['full']['agreement']:.3f}",
         f"- step time (bf16, one token, warm cache): target {c['target_ms']:.1f} ms, draft {c['draft_ms']:.2f} ms, "
-        f"**c = {c['c']:.3f}**",
+        f"**c = {c['c']:.3f}**{busy_text(c)}",
         "- verify cost v(n) = target forward over n tokens / one: "
         + ", ".join(f"v({n}) = {v:.2f}" for n, v in c["verify"].items()),
         "",

@@ -21,7 +21,7 @@ from specviz.models.loading import load_eagle, load_pair
 from specviz.train import card, draft_eval, sharegpt
 from specviz.train.config import DraftTrainConfig, EagleTrainConfig, precision
 from specviz.train.data import Distill
-from specviz.train.draft_eval import KS, step_costs
+from specviz.train.draft_eval import KS, busy_text, step_costs
 
 COST_PROMPT = "Explain how a rainbow forms, step by step."
 
@@ -113,7 +113,7 @@ def table(res: dict) -> str:
             f"- greedy agreement at the first drafted token: **{res['agreement']:.3f}**",
             f"- step time (bf16, one token, warm cache): target {c['target_ms']:.1f} ms, "
             f"drafter {c['draft_ms']:.2f} ms, "
-            f"**c = {c['c']:.3f}**",
+            f"**c = {c['c']:.3f}**{busy_text(c)}",
             "",
             "| K | E[accepted] | tau | alpha per draft position | predicted speedup |",
             "|---|---|---|---|---|",
