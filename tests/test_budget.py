@@ -5,8 +5,9 @@ import json
 import pytest
 from tiny import tiny_llama
 
-from specviz.analysis.budget import level_draft_ms, pick_tree_budget
-from specviz.core.curves import interpolate, load_curves
+from specviz.analysis.budget import level_draft_ms, pick_tree_budget, picks
+from specviz.core.curves import interpolate, load_curves, pick_label
+from specviz.models.eagle import EagleLM, build_eagle
 from specviz.models.lm import LM
 from specviz.tools.budget import measure_curve
 from specviz.viz.budget import budget_figure
@@ -59,3 +60,45 @@ def test_budget_figure_draws_the_shipped_curve_and_a_placeholder():
     assert len(fig.data) >= 2
     json.loads(fig.to_json())
     assert not budget_figure({}).data
+
+
+def test_the_eagle_drafter_is_timed_like_a_draft_and_leaves_its_cache_as_it_was():
+    """`specviz budget` times the EAGLE drafter's tree forwards on a context it has no target features for."""
+    e = EagleLM(build_eagle(tiny_llama()))
+    c = measure_curve(e, list(range(3, 20)), sizes=(1, 3, 8), repeats=2)
+    assert c["n"] == [1, 3, 8] and all(x > 0 for x in c["ms"])
+    assert e.length == 17
+
+
+SHIPPED = {
+    "target": "smollm2-135m-instruct",
+    "draft": "specviz default draft",
+    "eagle": "specviz default EAGLE drafter",
+}
+
+
+def test_each_drafter_picks_its_budget_from_its_own_curve_and_acceptance():
+    """The standalone draft keeps its "T=0" keys; the EAGLE drafter's picks read its acceptance vector and its
+    curve: a drafter whose forward costs as much as the target's buys a smaller tree than a free one."""
+    flat = [50, 50, 52, 60]
+    cheap = {**record(flat), "eagle": {"n": [1, 4, 16, 64], "ms": [0.1] * 4}}
+    dear = {**record(flat), "eagle": {"n": [1, 4, 16, 64], "ms": [50, 60, 80, 120]}}
+    got = picks(cheap, SHIPPED, max_depth=8)
+    assert set(got) == {"T=0", "T=1", "eagle T=0", "eagle T=1"}
+    assert got["eagle T=0"]["drafter"] == "specviz default EAGLE drafter"
+    assert got["eagle T=0"]["acceptance"] != got["T=0"]["acceptance"]
+    assert picks(dear, SHIPPED, max_depth=8)["eagle T=0"]["budget"] < got["eagle T=0"]["budget"]
+    assert set(picks(record(flat), SHIPPED, max_depth=8)) == {"T=0", "T=1"}  # no EAGLE curve: no EAGLE pick
+    assert pick_label("T=0") == ("standalone draft", "T=0")
+    assert pick_label("eagle T=1") == ("EAGLE drafter", "T=1")
+
+
+def test_budget_figure_names_each_drafter():
+    rec = {**record([50, 50, 52, 60]), "eagle": {"n": [1, 4, 16, 64], "ms": [2.0] * 4}}
+    rec["picks"] = picks(rec, SHIPPED, max_depth=8)
+    names = {t.name for t in budget_figure({"bf16": rec}).data}
+    best = rec["picks"]["eagle T=0"]["budget"]
+    assert f"EAGLE drafter, T=0: best {best}" in names and any(
+        str(n).startswith("standalone draft, T=1") for n in names
+    )
+    assert {"standalone draft forward", "EAGLE drafter forward"} <= names

@@ -7,7 +7,9 @@ t_target(m + 1) + (draft forwards) * t_draft and yields G(m) tokens in expectati
 argmax_m G(m) / cost(m). `specviz budget` measures the pair's curves and stores them in
 assets/verify_curve.json, one record per dtype with the machine it was measured on, for the dashboard
 to draw (`load_curves`), together with the budget `pick_tree_budget` chooses from the pair's measured
-positional acceptance vector at T = 0 and T = 1 (the source of the DySpec and Sequoia default budgets).
+positional acceptance vector at T = 0 and T = 1, for each drafter the record has a curve of (`DRAFTER_CURVES`: the
+standalone draft, and the EAGLE drafter where the pair has one); the source of the DySpec and Sequoia default
+budgets. Copies from the context, which a DySpec tree adds past its budget, are not in the model.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specviz.core.assets import ACCEPTANCE
-from specviz.core.curves import interpolate
+from specviz.core.curves import DRAFTER_CURVES, interpolate, pick_key
 from specviz.core.tree import children, depths
 from specviz.methods.trees.acceptance import acceptance_key
 from specviz.methods.trees.static import expected_tokens, sequoia
@@ -57,32 +59,37 @@ def level_draft_ms(parents: Sequence[int], draft_curve: dict) -> float:
 
 
 def pick_tree_budget(
-    record: dict, P: Sequence[float], max_depth: int, budgets: Sequence[int] = range(1, 65)
+    record: dict, P: Sequence[float], max_depth: int, budgets: Sequence[int] = range(1, 65), drafter: str = "draft"
 ) -> BudgetChoice:
     """The budget that maximises expected tokens/s for Sequoia's tree from the acceptance vector P, with one
-    machine's measured target and draft curves (`record`); the same number serves DySpec, whose tree is grown
-    from the same per-rank acceptances at run time."""
+    machine's measured target curve and the curve of the drafter that grows the tree (`record[drafter]`); the
+    same number serves DySpec, whose tree is grown from the same per-rank acceptances at run time."""
     trees = {m: sequoia(m, P, max_depth) for m in budgets}
     return pick_budget(
         record["target"],
         lambda m: expected_tokens(trees[m], P),
         budgets,
-        lambda m: level_draft_ms(trees[m], record["draft"]),
+        lambda m: level_draft_ms(trees[m], record[drafter]),
     )
 
 
 def picks(record: dict, info: dict, max_depth: int) -> dict:
-    """Best budget per temperature with a measured acceptance vector for this pair (assets/acceptance.json)."""
+    """Best budget per drafter with a curve in `record` and temperature with a measured acceptance vector for it
+    (assets/acceptance.json, keyed by the drafter's name in `info`)."""
     table = json.loads(ACCEPTANCE.read_text()) if ACCEPTANCE.exists() else {}
     out = {}
-    for t in (0.0, 1.0):
-        row = table.get(acceptance_key(info.get("target"), info.get("draft"), t))
-        if row:
-            c = pick_tree_budget(record, row["vector"], max_depth)
-            out[f"T={t:g}"] = {
-                "budget": c.budget,
-                "tokens_per_s": c.tokens_per_s,
-                "acceptance": row["vector"],
-                "table": [list(r) for r in c.table],
-            }
+    for drafter in DRAFTER_CURVES:
+        if drafter not in record:
+            continue
+        for t in (0.0, 1.0):
+            row = table.get(acceptance_key(info.get("target"), info.get(drafter), t))
+            if row:
+                c = pick_tree_budget(record, row["vector"], max_depth, drafter=drafter)
+                out[pick_key(drafter, t)] = {
+                    "drafter": info.get(drafter),
+                    "budget": c.budget,
+                    "tokens_per_s": c.tokens_per_s,
+                    "acceptance": row["vector"],
+                    "table": [list(r) for r in c.table],
+                }
     return out

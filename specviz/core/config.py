@@ -117,8 +117,9 @@ class DySpecConfig:
     `level_threshold` > 0 selects the layer-by-layer variant (one draft forward per depth level,
     slots worth >= the threshold); 0 selects the exact heap variant (Algorithm 1; draft forwards
     batched lazily). The level variant at t = 0.05 is the default: fewer, wider draft forwards. Budget 3
-    (3 drafted nodes + the root: a 4-row verify) is what `specviz budget` picks from the shipped pair's
-    acceptance and a 2-core CPU's verify curve; both chosen by measurement: docs/benchmarks.md#why-the-defaults.
+    (3 drafted nodes + the root: a 4-row verify) is what `specviz budget` picks for the shipped EAGLE drafter at
+    T = 0 from its acceptance and a 2-core CPU's curves, and the bench's best there; both chosen by measurement:
+    docs/benchmarks.md#why-the-defaults.
     A better-accepted draft, or a device whose verify cost is flat (a GPU: assets/bench/cuda-h200/), wants a
     larger budget. `draft_temperature` sets the draft probabilities that value the nodes at target
     temperature 0; at T > 0 the draft is warped like the target.

@@ -1,4 +1,5 @@
-"""Stored verify curves (assets/verify_curve.json): the measured ms of one target forward per number of tree tokens."""
+"""Stored verify curves (assets/verify_curve.json): the measured ms of one target forward per number of tree tokens,
+beside the drafters' curves (`DRAFTER_CURVES`) and the tree budgets they pick (`pick_key`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 from pathlib import Path
 
 from specviz.core.assets import VERIFY_CURVES
+
+DRAFTER_CURVES = {"draft": "standalone draft", "eagle": "EAGLE drafter"}  # a record's drafter curves: key -> label
 
 
 def interpolate(curve: dict, n: float) -> float:
@@ -36,3 +39,14 @@ def device_curve(info: dict, path: Path = VERIFY_CURVES) -> dict | None:
     if str(rec["models"].get("device", "cpu")).split(":")[0] != str(info.get("device", "cpu")).split(":")[0]:
         return None
     return rec["target"]
+
+
+def pick_key(drafter: str, temperature: float) -> str:
+    """A pick's key in a record: "T=0" for the standalone draft (as records have always named it), "eagle T=0"."""
+    return f"T={temperature:g}" if drafter == "draft" else f"{drafter} T={temperature:g}"
+
+
+def pick_label(key: str) -> tuple[str, str]:
+    """(drafter label, "T=...") of a pick's key."""
+    who, _, t = key.rpartition(" ")
+    return DRAFTER_CURVES.get(who or "draft", who), t

@@ -14,7 +14,7 @@ from specviz.analysis.budget import picks
 from specviz.core.args import add_cache_flags, cache_options, output_file, positive
 from specviz.core.assets import SPEC_BENCH, VERIFY_CURVES
 from specviz.core.config import DTYPES, ModelConfig, TreeConfig
-from specviz.core.curves import load_curves
+from specviz.core.curves import DRAFTER_CURVES, load_curves, pick_label
 from specviz.core.device import machine_info, sync
 from specviz.core.output import replacing
 from specviz.models.lm import LM
@@ -70,11 +70,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--device", default=ModelConfig.device, help="auto, cpu or cuda[:N]")
     ap.add_argument("--target", default=None, help="local folder, .gguf file or hub id (default: the shipped pair)")
     ap.add_argument("--draft", default=None, help="local folder or hub id (default: the shipped draft)")
+    ap.add_argument(
+        "--eagle",
+        default=None,
+        help="EAGLE drafter folder ('none' = off; default: the shipped one with the default pair)",
+    )
     add_cache_flags(ap)
     ap.add_argument("--out", type=output_file, default=VERIFY_CURVES)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    pair = load_pair(ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device=a.device, **cache_options(a)))
+    pair = load_pair(
+        ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=a.dtype, device=a.device, **cache_options(a))
+    )
     text = " ".join(json.loads(line)["turns"][0] for line in a.questions.read_text().splitlines()[:40])
     context = pair.tokenizer(text)["input_ids"][: a.context]
     dtype = pair.info["dtype"]  # "auto" resolved
@@ -87,16 +94,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         "target": measure_curve(pair.target, context, repeats=a.repeats, clock=a.clock),
         "draft": measure_curve(pair.draft, context, repeats=a.repeats, clock=a.clock),
     }
+    if pair.eagle is not None:  # fed no target features here: the same work as with them
+        record["eagle"] = measure_curve(pair.eagle, context, repeats=a.repeats, clock=a.clock)
     record["picks"] = picks(record, pair.info, TreeConfig().max_depth)
     curves = json.dumps({**load_curves(a.out), dtype: record}, indent=1) + "\n"
     with replacing(a.out) as f:
         f.write(curves)
     print(f"{dtype}: target ms by tree tokens n", dict(zip(record["target"]["n"], record["target"]["ms"])))
-    print(f"{dtype}: draft ms by n", dict(zip(record["draft"]["n"], record["draft"]["ms"])))
-    for t, p in record["picks"].items():
+    for who, label in DRAFTER_CURVES.items():
+        if who in record:
+            print(f"{dtype}: {label} ms by n", dict(zip(record[who]["n"], record[who]["ms"])))
+    for key, p in record["picks"].items():
         top = sorted(p["table"], key=lambda r: -r[3])[:5]
+        who, t = pick_label(key)
         print(
-            f"{t}: best tree budget {p['budget']} ({p['tokens_per_s']:.1f} expected tokens/s); top five "
+            f"{who}, {t}: best tree budget {p['budget']} ({p['tokens_per_s']:.1f} expected tokens/s); top five "
             + ", ".join(f"{m}: {tps:.1f}" for m, _, _, tps in top)
         )
 

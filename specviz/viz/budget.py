@@ -8,11 +8,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from specviz.core.curves import DRAFTER_CURVES, pick_label
 from specviz.viz.style import base_layout, placeholder
 
 BUDGET_HEIGHT = 380
 GRID = "#eef2f7"
-COLORS = {"target": "#1e3a8a", "draft": "#60a5fa", "T=0": "#2563eb", "T=1": "#f59e0b"}
+COLORS = {"target": "#1e3a8a", "draft": "#60a5fa", "eagle": "#0d9488", "T=0": "#2563eb", "T=1": "#f59e0b"}
+DASHES = {"standalone draft": "dot"}  # the EAGLE drafter's picks solid, the standalone draft's dotted
 
 
 def budget_figure(curves: dict[str, dict], dtype: str | None = None) -> go.Figure:
@@ -30,31 +32,34 @@ def budget_figure(curves: dict[str, dict], dtype: str | None = None) -> go.Figur
         horizontal_spacing=0.12,
         subplot_titles=("ms per forward, by tokens in it", "expected tokens / s, by tree budget"),
     )
-    for who in ("target", "draft"):
+    for who, label in {"target": "target", **DRAFTER_CURVES}.items():
+        if who not in rec:
+            continue
         c = rec[who]
         fig.add_trace(
             go.Scatter(
                 x=c["n"],
                 y=c["ms"],
                 mode="lines+markers",
-                name=f"{who} forward",
+                name=f"{label} forward",
                 line=dict(color=COLORS[who]),
-                hovertemplate=f"{who}: %{{x}} tokens in %{{y:.1f}} ms<extra></extra>",
+                hovertemplate=f"{label}: %{{x}} tokens in %{{y:.1f}} ms<extra></extra>",
             ),
             row=1,
             col=1,
         )
     ar = 1e3 / rec["target"]["ms"][0]
-    for i, (t, p) in enumerate(rec.get("picks", {}).items()):
+    for i, (key, p) in enumerate(rec.get("picks", {}).items()):
         m, _, _, tps = zip(*p["table"])
+        who, t = pick_label(key)
         fig.add_trace(
             go.Scatter(
                 x=m,
                 y=tps,
                 mode="lines",
-                name=f"tree, {t}",
-                line=dict(color=COLORS.get(t, "#64748b")),
-                hovertemplate=f"{t}: budget %{{x}}: %{{y:.1f}} tokens/s<extra></extra>",
+                name=f"{who}, {t}: best {p['budget']}",
+                line=dict(color=COLORS.get(t, "#64748b"), dash=DASHES.get(who, "solid")),
+                hovertemplate=f"{who}, {t}: budget %{{x}}: %{{y:.1f}} tokens/s<extra></extra>",
             ),
             row=1,
             col=2,
@@ -66,8 +71,8 @@ def budget_figure(curves: dict[str, dict], dtype: str | None = None) -> go.Figur
                 mode="markers+text",
                 showlegend=False,
                 marker=dict(size=11, color=COLORS.get(t, "#64748b")),
-                text=[f"best at {t}: {p['budget']}"],
-                textposition=("top right", "bottom right")[i % 2],
+                text=[str(p["budget"])],
+                textposition=("top center", "bottom center")[i % 2],
                 hoverinfo="skip",
             ),
             row=1,
