@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -182,6 +183,11 @@ def test_run_figures(trace):
     )
     fig = speedup_figure(trace, base)
     assert "2.00× faster" in fig.layout.title.text
+    # the same rounds in twice the wall time: all of the difference is outside the decode loop (the prefill)
+    assert metrics.loop_speedup(trace, base) == pytest.approx(1.0)
+    assert "decode loop alone 1.00×" in fig.layout.title.subtitle.text
+    slow_loop = replace(base, rounds=tuple(replace(r, verify_ms=r.verify_ms + 10.0) for r in trace.rounds))
+    assert metrics.loop_speedup(trace, slow_loop) > 1.0
     assert speedup_figure(trace, None).layout.title.text == "Speed"
     assert "2.00× slower" in speedup_figure(base, trace).layout.title.text
     pos = position_figure(trace)

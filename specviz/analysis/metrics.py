@@ -107,6 +107,16 @@ def speedup(trace: GenerationTrace, baseline: GenerationTrace) -> float | None:
     return tokens_per_second(trace) / base if base > 0 else None
 
 
+def loop_speedup(trace: GenerationTrace, baseline: GenerationTrace) -> float | None:
+    """`speedup` over the decode loop alone (the rounds' draft + verify + overhead time): the prompt's prefill and
+    the set-up, the same work in both runs, left out."""
+    loops = [time_split(t) for t in (trace, baseline)]
+    ms = [s.total_ms - s.other_ms for s in loops]
+    if min(ms) <= 0 or not baseline.output_ids:
+        return None
+    return (len(trace.output_ids) / ms[0]) / (len(baseline.output_ids) / ms[1])
+
+
 def summarize(trace: GenerationTrace) -> Summary:
     return Summary(
         trace.method,
