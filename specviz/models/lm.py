@@ -283,8 +283,9 @@ class LM:
             h = h[:, : self.config.hidden_size]
         self._after_forward(h)
         self.last_features = feats  # every row, the taps beside the hidden states
-        if rows is not None:
-            h, feats = h[rows], feats[rows]
+        if rows is not None:  # without taps the features are the hidden states: one gather
+            h = h[rows]
+            feats = feats[rows] if self.taps else h
         fwd = Forward(hidden=h, logits=self.logits(h), features=feats)
         self.forward_ms += (time.perf_counter() - t0) * 1e3
         return fwd
