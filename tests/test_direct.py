@@ -32,9 +32,9 @@ def _steps(lm: LM) -> list:
 def test_direct_forward_is_bitwise_hugging_faces(dtype, kv_cache):
     model = tiny_llama(vocab=64, layers=3, dtype=dtype)
     lm = LM(model, kv_cache=kv_cache)
-    assert lm._direct
+    assert lm.direct
     fast = _steps(lm)
-    lm._direct = False
+    lm.direct = False
     stock = _steps(lm)
     for (h1, l1), (h2, l2) in zip(fast, stock):
         assert torch.equal(h1, h2) and torch.equal(l1, l2)
@@ -44,7 +44,7 @@ def test_direct_forward_reads_inputs_embeds_like_hugging_face():
     """A feature drafter hands the stack its own input embeddings (EagleLM)."""
     target = tiny_llama(vocab=64, layers=2)
     eagle = EagleLM(build_eagle(target))
-    assert eagle._direct
+    assert eagle.direct
     feats = torch.randn(12, target.config.hidden_size, generator=torch.Generator().manual_seed(0))
 
     def run():
@@ -55,20 +55,20 @@ def test_direct_forward_reads_inputs_embeds_like_hugging_face():
         return [a.hidden.clone(), a.logits.clone(), b.hidden.clone(), b.logits.clone()]
 
     fast = run()
-    eagle._direct = False
+    eagle.direct = False
     assert all(torch.equal(x, y) for x, y in zip(fast, run()))
 
 
 def test_other_stacks_keep_hugging_faces_forward():
     torch.manual_seed(0)
     lm = LM(MistralForCausalLM(tiny_config(MistralConfig, sliding_window=None)).eval())
-    assert not direct.serves(lm.base) and not lm._direct
+    assert not direct.serves(lm.base) and not lm.direct
     assert lm.forward([1, 2, 3]).logits.shape == (3, 64)
 
 
 def test_a_model_in_training_mode_keeps_hugging_faces_forward(monkeypatch):
     lm = LM(tiny_llama(vocab=64, layers=1))
-    assert lm._direct
+    assert lm.direct
     lm.model.train()
 
     def refused(*args, **kwargs):

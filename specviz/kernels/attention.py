@@ -35,14 +35,15 @@ def _heads_as_rows(t: torch.Tensor) -> torch.Tensor:
 
 def _allowed(module, mask, n: int, L: int, kwargs: dict) -> np.ndarray | None:
     """(n, L) bool, C-contiguous: the keys each query may see; None where the mask says more than that (an additive
-    bias, a soft cap, a sliding window) or the layer is not causal, which `rows_attention` leaves to the fused
-    kernel. Every layer of a forward gets the same mask tensor, so the answer is kept for it (`_last`, which holds
+    bias, a soft cap, a sliding window with no mask to carry it) or the layer is not causal, which `rows_attention`
+    leaves to the fused kernel. A sliding window with a mask is in the mask (Hugging Face's and `LM`'s both). Every
+    layer of a forward gets the same mask tensor, so the answer is kept for it (`_last`, which holds
     the tensor, so no other takes its id) until another comes or its version counter moves (an in-place change;
     an inference-mode tensor has no counter: Hugging Face builds a new mask every forward)."""
-    if kwargs.get("softcap") or kwargs.get("sliding_window") or kwargs.get("s_aux") is not None:
+    if kwargs.get("softcap") or kwargs.get("s_aux") is not None:
         return None
-    if mask is None:  # causal, bottom-right aligned
-        return _causal(n, L) if getattr(module, "is_causal", True) else None
+    if mask is None:  # causal, bottom-right aligned (a sliding window then has to be applied here: left to sdpa)
+        return _causal(n, L) if getattr(module, "is_causal", True) and not kwargs.get("sliding_window") else None
     last = _last[0]
     version = kept.version(mask)
     if last is not None and last[0] is mask and last[1:4] == (version, n, L):

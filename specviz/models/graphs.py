@@ -34,6 +34,11 @@ def pad(inputs: dict, width: int) -> dict:
     return out
 
 
+def _tensors(mask) -> list[torch.Tensor]:
+    """A forward's mask as a list: one tensor, or one a kind of layer (models.family.Layout.mapping)."""
+    return [mask[k] for k in sorted(mask)] if isinstance(mask, dict) else [mask]
+
+
 class _Captured:
     def __init__(self, graph, inputs: dict, pos, mask, out):
         self.graph, self.inputs, self.pos, self.mask, self.out = graph, inputs, pos, mask, out
@@ -52,7 +57,7 @@ class Graphs:
         self.graphs: dict = {}
         self.pool = None
 
-    def __call__(self, cache, inputs: dict, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def __call__(self, cache, inputs: dict, pos: torch.Tensor, mask) -> torch.Tensor:
         """The body's last hidden state (1, width, H) for these padded inputs (with its taps: `direct.forward`),
         replayed from a graph."""
         if cache is not self.cache:
@@ -62,7 +67,8 @@ class Graphs:
         g = self.graphs.get(key) or self._capture(key, cache, inputs, pos, mask)
         g.inputs[name].copy_(x)
         g.pos.copy_(pos)
-        g.mask.copy_(mask)
+        for dst, src in zip(_tensors(g.mask), _tensors(mask)):
+            dst.copy_(src)
         g.graph.replay()
         return g.out.clone()
 
@@ -79,7 +85,8 @@ class Graphs:
 
     def _capture(self, key, cache, inputs, pos, mask) -> _Captured:
         inputs = {k: v.clone() for k, v in inputs.items()}
-        pos, mask, n = pos.clone(), mask.clone(), cache.n
+        pos, n = pos.clone(), cache.n
+        mask = {k: m.clone() for k, m in mask.items()} if isinstance(mask, dict) else mask.clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):

@@ -1,6 +1,9 @@
 """The two key/value caches `LM` runs on, and the verbs on them (`length`, `reserve`, `keep`).
 
-**Growing** (the default): Hugging Face's `DynamicCache` with its full-attention layers growing inside a buffer of
+Both keep every position of every layer, a sliding-window layer's too: a draft tree's branches and a rollback need
+positions a window would have dropped, and the window is applied in the mask `LM` builds (`models.family`).
+
+**Growing** (the default): Hugging Face's `DynamicCache` with its attention layers growing inside a buffer of
 doubling capacity instead of concatenating.
 
 `DynamicLayer.update` concatenates the cached keys and values with the new ones on every forward, which copies the
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import torch
 from transformers import DynamicCache, StaticCache
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer, StaticLayer, StaticSlidingWindowLayer
 
 from specviz.core.config import KV_CACHES
 
@@ -87,8 +90,10 @@ class FixedCache(StaticCache):
     def __init__(self, config, capacity: int = FIXED_CAPACITY):
         super().__init__(config=config, max_cache_len=capacity)
         self.config, self.capacity, self.n = config, capacity, 0
-        if any(layer.is_sliding for layer in self.layers):
-            raise ValueError("a fixed cache needs full-attention layers only; use the growing cache for this model")
+        self.layers = [  # every position kept: a sliding layer's window lives in the mask (models.family)
+            StaticLayer(max_cache_len=capacity) if type(layer) is StaticSlidingWindowLayer else layer
+            for layer in self.layers
+        ]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         if layer_idx == 0:
@@ -112,7 +117,9 @@ def new_cache(config, kind: str = "growing") -> DynamicCache | FixedCache:
     if kind == "fixed":
         return FixedCache(config)
     cache = DynamicCache(config=config)
-    cache.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    cache.layers = [  # a sliding layer keeps every position too: its window lives in the mask (models.family)
+        GrowingLayer() if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) else layer for layer in cache.layers
+    ]
     return cache
 
 

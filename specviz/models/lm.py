@@ -18,7 +18,7 @@ import torch
 
 from specviz import kernels
 from specviz.core.device import to_device
-from specviz.models import direct, graphs, kvcache
+from specviz.models import direct, family, graphs, kvcache
 
 
 @dataclass
@@ -87,9 +87,10 @@ class LM:
         self.dtype = next(model.parameters()).dtype
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.base = model.get_decoder()
-        self._direct = direct.serves(self.base)  # a plain Llama stack: run it layer by layer (models.direct)
+        self.direct = direct.serves(self.base)  # a plain Llama stack: run it layer by layer (models.direct)
         self.head = model.get_output_embeddings()
-        self.softcap = getattr(model.config, "final_logit_softcapping", None)
+        self.layout = family.layout(model)  # each layer's attention window (ValueError: a model not verifiable)
+        (self.logit_mul, self.logit_div), self.softcap = family.logit_scale(model.config), family.softcap(model.config)
         self.head_ids = None
         self.context_vocab = context_vocab and head_ids is not None
         if head_ids is not None:
@@ -248,21 +249,19 @@ class LM:
         b = graphs.bucket(n) if self.graphs is not None else n  # rows run: n, or n padded to its bucket
         self.cache = kvcache.reserve(self.cache, past + b)
         width = kvcache.capacity(self.cache)  # a fixed cache is read whole: its mask hides the unfilled slots
-        if is_chain and visible is None and width is None:
+        if is_chain and visible is None and width is None and not self.layout.slides:
             pos = torch.arange(past, past + n, device=self.device)[None]  # (1, n)
             mask = None
         else:
             allow = self._tree_allow(parents or list(range(-1, n - 1)), past, visible, width, b)  # (b, width)
             pos = to_device((allow.sum(-1) - 1)[None], self.device)  # (1, b)
-            mask = torch.zeros(allow.shape, dtype=self.dtype)
-            mask.masked_fill_(~allow, torch.finfo(self.dtype).min)
-            mask = to_device(mask[None, None], self.device)  # (1, 1, b, width)
+            mask = self._masks(allow)
         inputs = self._inputs(input_ids, parents, visible, past)
         if b > n:
             inputs = graphs.pad(inputs, b)
         if self.graphs is not None and b <= graphs.MAX_WIDTH and self.device.type == "cuda":
             h = self.graphs(self.cache, inputs, pos, mask)[0]
-        elif self._direct and not self.base.training:
+        elif self.direct and not self.base.training:
             h = direct.forward(self.base, pos, mask, self.cache, taps=self.taps, **inputs)[0]  # (b, H (1 + m))
         else:
             out = self.base(
@@ -321,9 +320,28 @@ class LM:
                 sub = self._linear(h, self._support_weight[:n]).float()  # (n, Vsub)
             x = torch.full((h.shape[0], self.vocab_size), float("-inf"), device=h.device)
             x[:, self._support_ids[:n]] = sub
+        if self.logit_mul != 1.0:  # the family's own scales, in its order (models.family)
+            x = x * self.logit_mul
+        if self.logit_div != 1.0:
+            x = x / self.logit_div
         if self.softcap:
             x = torch.tanh(x / self.softcap) * self.softcap
         return x
+
+    def _additive(self, allow: torch.Tensor) -> torch.Tensor:
+        """(rows, width) bool -> the (1, 1, rows, width) additive mask of this LM's dtype, on its device."""
+        mask = torch.zeros(allow.shape, dtype=self.dtype)
+        mask.masked_fill_(~allow, torch.finfo(self.dtype).min)
+        return to_device(mask[None, None], self.device)
+
+    def _masks(self, allow: torch.Tensor):
+        """The attention mask(s) for `allow`: one tensor, each layer's window applied where the layers slide
+        (models.family.windowed), and a mapping by layer kind for a model that takes one."""
+        lay = self.layout
+        by_kind = {
+            kind: self._additive(allow if w is None else family.windowed(allow, w)) for kind, w in lay.windows.items()
+        }
+        return by_kind if lay.mapping else by_kind[lay.kinds[0]]
 
     @staticmethod
     def _tree_allow(

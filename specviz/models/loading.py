@@ -31,6 +31,7 @@ from specviz import kernels
 from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
 from specviz.core.config import ModelConfig
 from specviz.core.device import TORCH_DTYPES, resolve_device, resolve_dtype
+from specviz.models import exact, family
 from specviz.models.eagle import COPY_KEY, TAPS_KEY, EagleLM, add_copy_input, add_feature_taps, build_eagle
 from specviz.models.lm import LM, checked_taps
 
@@ -330,6 +331,13 @@ def load_eagle(
     )
 
 
+def refuse(model, what: str) -> None:
+    """ValueError with a sentence where `model` is of a kind specviz cannot verify exactly (models.family)."""
+    why = family.refusal(model)
+    if why:
+        raise ValueError(f"cannot use {what}: {why}")
+
+
 def check_tokenizers(tok_t, tok_d, t_name: str, d_name: str) -> None:
     """Refuse a pair whose tokenizers differ, saying what differs."""
     if tok_d is None or tok_t is None:
@@ -387,6 +395,7 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
     t0 = time.perf_counter()
     target_src = cfg.target or str(default_target_dir(progress))
     target, tok = _load_hf(target_src, dtype, device)
+    refuse(target, f"the target {target_src}")
     if dtype == torch.bfloat16 and device.type == "cpu" and not kernels.bf16_linear_invariant(target):
         if cfg.dtype == "auto":  # exactness first: fp32's products are invariant by construction
             progress("specviz: this CPU's bf16 matmuls give a row different bits in a wider batch; using fp32")
@@ -408,6 +417,7 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
         draft, dtok = target, None
     else:
         draft, dtok = _load_hf(draft_src, dtype, device)
+        refuse(draft, f"the draft {draft_src}")
     check_tokenizers(tok, dtok, target_src, draft_src)
     if draft.get_output_embeddings().weight.shape[0] != target.get_output_embeddings().weight.shape[0]:
         raise ValueError(
@@ -442,6 +452,9 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
         draft, head_ids=head_ids, name="draft", context_vocab=cfg.context_vocab, half_rows=draft is not target, **cache
     )
     target_lm = LM(target, name="target", **cache)
+    info["exactness"] = exact.check(target_lm, f"the target {target_src}")  # its logits against its own forward
+    info["family"] = target.config.model_type
+    info["forward"] = "specviz direct (Llama)" if target_lm.direct else "transformers"
     if eagle is not None:
         target_lm.tap(eagle.taps)  # the features a drafter with taps reads beside f (models.eagle)
     return Pair(target_lm, draft_lm, tok, info, eagle)
