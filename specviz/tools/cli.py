@@ -32,6 +32,7 @@ from specviz.tools.acceptance import main as acceptance_main
 from specviz.tools.bench.run import main as bench_main
 from specviz.tools.budget import main as budget_main
 from specviz.tools.copy_calibration import main as copy_calibration_main
+from specviz.tools.families import main as families_main
 from specviz.tools.loadtest import main as loadtest_main
 from specviz.tools.lookup_priors import main as lookup_priors_main
 from specviz.tools.record import main as record_main
@@ -191,6 +192,7 @@ TOOLS = {
     "report": report_main,
     "screenshot": screenshot_main,
     "loadtest": loadtest_main,
+    "families": families_main,
 }
 
 

