@@ -4,6 +4,7 @@ out of range."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 from specviz.app import session
@@ -64,10 +65,20 @@ def make_prompt(prompt) -> str:
     return check_text(prompt)
 
 
-def make_configs(
-    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new, seed,
-    pair, dtype, target, draft, drafter,
-) -> tuple[RunConfig, ModelConfig]:  # fmt: skip
-    """The page's settings widgets' values, in their order -> (the RunConfig for `method`, the ModelConfig)."""
-    run = make_run(method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new, seed, drafter)
-    return run, session.model_config(pair, dtype, target, draft)
+SETTINGS = (  # the page's settings, by the names its controls and the endpoints' parameters share
+    "method", "k", "h", "budget", "width", "depth", "start_k", "copy", "temperature", "top_p", "max_new_tokens", "seed",
+    "pair", "dtype", "target", "draft", "drafter",
+)  # fmt: skip
+
+
+def make_configs(settings: Mapping[str, object]) -> tuple[RunConfig, ModelConfig]:
+    """The page's settings, by name (SETTINGS) -> (the RunConfig for its method, the ModelConfig)."""
+    missing = [n for n in SETTINGS if n not in settings]
+    if missing:
+        raise ValueError(f"settings missing: {', '.join(missing)}")
+    s = settings
+    run = make_run(
+        s["method"], s["k"], s["h"], s["budget"], s["width"], s["depth"], s["start_k"], s["copy"],
+        s["temperature"], s["top_p"], s["max_new_tokens"], s["seed"], s["drafter"],
+    )  # fmt: skip
+    return run, session.model_config(s["pair"], s["dtype"], s["target"], s["draft"])

@@ -27,8 +27,9 @@ def _greedy(trace) -> bool:
     return trace.config.get("sampling", {}).get("temperature", 0) == 0
 
 
-def round_views(trace, i, opened=(), step=None):
-    """Tree and stop figures of round i (clamped to the trace); `step` > 0: the tree's growth at that step."""
+def round_views(trace, i, opened=(), step=None, stop: bool = True):
+    """Tree and stop figures of round i (clamped to the trace); `step` > 0: the tree's growth at that step; `stop`
+    False: the tree alone (None for the stop figure)."""
     if trace is None or not trace.rounds:
         return placeholder(EMPTY), placeholder(EMPTY)
     rnd = _round(trace, i)
@@ -36,7 +37,7 @@ def round_views(trace, i, opened=(), step=None):
     t = trace.config.get("dyspec", {}).get("level_threshold", 0) if trace.method == "dyspec" else 0
     t = t if isinstance(t, (int, float)) and 0 < t <= 1 else 0  # a trace file is input
     tree = tree_figure(rnd, trace.token_text, _greedy(trace), set(opened or ()), grow, t)
-    return tree, stop_figure(rnd, trace.token_text)
+    return tree, stop_figure(rnd, trace.token_text) if stop else None
 
 
 def growth_controls(trace, i):
@@ -63,6 +64,11 @@ def step_round(trace, i, delta: int):
     n = len(trace.rounds) if trace is not None else 1
     j = max(0, min(int(i) + delta, n - 1))
     return (j, *open_round(trace, j))
+
+
+def on_token(trace, evt: gr.SelectData):
+    """A clicked output token: its round and node (`token_round`)."""
+    return token_round(trace, evt.index)
 
 
 def token_round(trace, index):

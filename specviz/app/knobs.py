@@ -8,6 +8,8 @@ import gradio as gr
 from specviz.core.config import RunConfig
 from specviz.methods.catalog import CATALOG
 
+NAMES = ("k", "start_k", "h", "budget", "width", "depth", "copy")  # every method knob's widget, by knob name
+
 
 def widgets(run: RunConfig) -> dict[str, gr.components.Component]:
     """Knob name -> its widget, at `run`'s values, visible where `run.method` has the knob."""

@@ -85,8 +85,8 @@ def run(n, prompts_file, run: RunConfig, model: ModelConfig, progress) -> Iterat
     done: list[PromptRun] = []
     shown = 0.0
     with closing(session.run_set(rows, run, model)) as steps:
-        for done, i in steps:  # noqa: B007  (the last one holds every run)
-            now = min(i + 1, len(rows))
+        for finished, i in steps:
+            done, now = finished, min(i + 1, len(rows))
             progress((i, len(rows)), desc=f"{label(run.method)}: prompt {now} of {len(rows)}")
             if time.monotonic() - shown >= NOTE_EVERY_S:
                 shown = time.monotonic()

@@ -13,12 +13,13 @@ plain trace file loads too.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -32,10 +33,9 @@ from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.device import resolve_device, resolve_dtype
 from specviz.core.pairs import DEFAULT_PAIR, PAIRS, PairSpec
 from specviz.core.prompts import encode_prompt, read_prompts, stratified
-from specviz.core.text import Detokenizer
 from specviz.core.trace import MAX_TRACE_BYTES, GenerationTrace
 from specviz.engine.loop import iter_rounds
-from specviz.engine.record import collect
+from specviz.engine.record import TraceBuilder
 from specviz.models.loading import load_pair, on_space
 
 EXAMPLE_IDS = (122, 144, 444, 228, 159, 104)  # Spec-Bench question ids: code, STEM, math, translation, ...
@@ -126,6 +126,24 @@ def _pair(cfg: ModelConfig):
         return _pairs[cfg]
 
 
+@contextmanager
+def no_collector():
+    """Python's cycle collector off for a round: its full scans of a page's heap (Gradio, plotly, the traces) land
+    inside the decode otherwise, and a round's tensors and records are freed by reference counts."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def loaded(cfg: ModelConfig):
+    """The pair the page runs for `cfg`, loaded once (the measuring tools decode on the same one)."""
+    return _pair(cfg)
+
+
 def warm_up(cfg: ModelConfig = PAIRS[DEFAULT_PAIR].model) -> None:
     """Load the default pair and run two tokens through it ahead of the first click (the first forwards
     of a fresh process are slow); run in a background thread at launch."""
@@ -133,6 +151,8 @@ def warm_up(cfg: ModelConfig = PAIRS[DEFAULT_PAIR].model) -> None:
     with _hold():
         for _ in iter_rounds(pair, encode_prompt(pair.tokenizer, "Hi"), RunConfig(max_new_tokens=2)):
             pass
+    gc.collect()
+    gc.freeze()  # the page's long-lived objects (Gradio, the models) leave the collector's scans
 
 
 @gpu(duration=lambda prompt, run, model: seconds_for(run))
@@ -141,23 +161,29 @@ def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[Generati
     pair = _pair(model)
     with _hold():
         ids = encode_prompt(pair.tokenizer, prompt)
-        rounds, spent, detok = [], 0.0, Detokenizer(pair.tokenizer)
+        build, spent = TraceBuilder(pair, ids, run, prompt), 0.0
         it = iter_rounds(pair, ids, run)
         while True:
             t0 = time.perf_counter()
-            rnd = next(it, None)
+            with no_collector():
+                rnd = next(it, None)
             spent += time.perf_counter() - t0
             if rnd is None:
                 return
-            rounds.append(rnd)
-            yield collect(pair, ids, run, rounds, spent * 1e3, prompt, detok)
+            build.add(rnd)
+            yield build.trace(spent * 1e3)
+
+
+def last(items: Iterable):
+    """The last item of `items` (None when empty): a stream's last trace is the whole run."""
+    out = None
+    for item in items:
+        out = item
+    return out
 
 
 def run_to_end(prompt: str, run: RunConfig, model: ModelConfig) -> GenerationTrace:
-    trace = None
-    for trace in stream(prompt, run, model):  # noqa: B007  (the last one is the whole run)
-        pass
-    return trace
+    return last(stream(prompt, run, model))
 
 
 def baseline_stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[GenerationTrace]:
@@ -177,10 +203,7 @@ def baseline_stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator
 
 def baseline(prompt: str, run: RunConfig, model: ModelConfig) -> GenerationTrace:
     """The autoregressive run of the same prompt (`baseline_stream`'s last trace)."""
-    trace = None
-    for trace in baseline_stream(prompt, run, model):  # noqa: B007  (the last one is the whole run)
-        pass
-    return trace
+    return last(baseline_stream(prompt, run, model))
 
 
 def race(prompt: str, runs: Sequence[RunConfig], model: ModelConfig) -> Iterator[tuple[list[GenerationTrace], bool]]:
@@ -188,11 +211,18 @@ def race(prompt: str, runs: Sequence[RunConfig], model: ModelConfig) -> Iterator
     finished) after every round, so a caller can stop the race between any two rounds."""
     done = []
     for run in runs:
-        trace = None
-        for trace in stream(prompt, run, model):  # noqa: B007  (the last one is the whole run)
-            yield done, False
+        trace = yield from _pacing(stream(prompt, run, model), (done, False))
         done.append(trace)
         yield list(done), True
+
+
+def _pacing(traces: Iterator[GenerationTrace], step):
+    """Yield `step` after every trace of a stream (a caller can stop between any two rounds); return the last."""
+    last = None
+    for trace in traces:
+        last = trace
+        yield step
+    return last
 
 
 def set_prompts(n: int, path: str | None = None) -> list[dict]:
@@ -212,9 +242,7 @@ def run_set(rows: Sequence[dict], run: RunConfig, model: ModelConfig) -> Iterato
     so a caller can stop between any two rounds."""
     done: list[PromptRun] = []
     for i, row in enumerate(rows):
-        trace = None
-        for trace in stream(row["turns"][0], run, model):  # noqa: B007  (the last one is the whole run)
-            yield done, i
+        trace = yield from _pacing(stream(row["turns"][0], run, model), (done, i))
         qid, cat = row.get("question_id", i + 1), row.get("category", "all")
         done.append(PromptRun(str(qid)[:64], str(cat)[:64], trace))
     yield done, len(rows)
@@ -230,7 +258,12 @@ def as_dict(trace: GenerationTrace, base: GenerationTrace | None = None) -> dict
 
 def dump(trace: GenerationTrace, base: GenerationTrace | None = None) -> str:
     """A trace file (`as_dict` as JSON)."""
-    return json.dumps(as_dict(trace, base), ensure_ascii=False)
+    return dumps(as_dict(trace, base))
+
+
+def dumps(data: dict) -> str:
+    """A trace file's content (`as_dict`'s) as JSON."""
+    return json.dumps(data, ensure_ascii=False)
 
 
 def load(data: str | bytes) -> tuple[GenerationTrace, GenerationTrace | None]:

@@ -11,10 +11,30 @@ the last committed token; every other node is a drafted token.
 
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 
 from specviz.core.schema import validate
+
+_LEAVES = (int, float, str, bool, type(None))
+
+
+def plain(x):
+    """`dataclasses.asdict` without its deep copy of every leaf: dataclasses -> dicts, dicts and tuples rebuilt,
+    numbers and strings shared (a trace's dict form is made after every round of a streamed run)."""
+    if isinstance(x, _LEAVES):
+        return x
+    if isinstance(x, tuple):
+        return tuple([plain(i) for i in x])
+    if isinstance(x, list):
+        return [plain(i) for i in x]
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()}
+    if is_dataclass(x) and not isinstance(x, type):
+        return {f.name: plain(getattr(x, f.name)) for f in fields(x)}
+    return copy.deepcopy(x)
+
 
 ROOT, ACCEPTED, REJECTED, UNVISITED = "root", "accepted", "rejected", "unvisited"
 STATUSES = (ROOT, ACCEPTED, REJECTED, UNVISITED)
@@ -111,7 +131,7 @@ class GenerationTrace:
         return "".join(self.token_text.get(t, "") for t in self.output_ids)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = plain(self)
         d["format"] = TRACE_FORMAT
         if self.pieces is not None:
             d["text"] = self.text

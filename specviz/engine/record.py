@@ -35,19 +35,9 @@ def ids_in(prompt_ids: Sequence[int], rounds: Sequence[RoundTrace]) -> set[int]:
     }
 
 
-def collect(
-    pair: Pair,
-    prompt_ids: Sequence[int],
-    run: RunConfig,
-    rounds: Sequence[RoundTrace],
-    total_ms: float,
-    prompt_text: str = "",
-    detok: Detokenizer | None = None,
-) -> GenerationTrace:
-    """Bundle rounds into a `GenerationTrace` with the label of every token id that appears and the text each
-    output id adds. Pass the same `detok` for each trace of a growing run to decode only the new ids."""
-    out = [t for r in rounds for t in r.emitted]
-    stop = "eos" if out and out[-1] in pair.eos_ids else "length"
+def describe(pair: Pair, run: RunConfig) -> dict:
+    """The trace's model description for `run` on `pair`: the pair's info, which drafter ran and how, and for
+    SpecDec++ the head's card (read from its folder once)."""
     kind = drafter_kind(run, pair)
     lm = {"eagle": pair.eagle, "model": pair.draft}.get(kind)
     models = {
@@ -60,19 +50,63 @@ def collect(
     }
     if run.method == "specdecpp":
         models["acceptance_head"] = head_card(pair, lm)
-    return GenerationTrace(
-        method=run.method,
-        config=run.to_dict(),
-        prompt_ids=tuple(prompt_ids),
-        output_ids=tuple(out),
-        rounds=tuple(rounds),
-        token_text=token_texts(pair.tokenizer, ids_in(prompt_ids, rounds)),
-        total_ms=total_ms,
-        prompt_text=prompt_text,
-        models=models,
-        stop=stop,
-        pieces=None if pair.tokenizer is None else tuple((detok or Detokenizer(pair.tokenizer)).pieces(out)),
-    )
+    return models
+
+
+class TraceBuilder:
+    """A run's trace built as its rounds come: each round's new token ids labelled and its output text pieces
+    decoded once, the model description made once, so the trace after round n costs O(that round), not O(n)
+    (a page streaming a long run redraws it after every round)."""
+
+    def __init__(self, pair: Pair, prompt_ids: Sequence[int], run: RunConfig, prompt_text: str = ""):
+        self.pair, self.prompt_ids, self.run, self.prompt_text = pair, tuple(prompt_ids), run, prompt_text
+        self.models = describe(pair, run)
+        self.rounds: list[RoundTrace] = []
+        self.output: list[int] = []
+        self.texts = token_texts(pair.tokenizer, self.prompt_ids)
+        self.pieces: list[str] = []
+        self._detok = Detokenizer(pair.tokenizer) if pair.tokenizer is not None else None
+
+    def add(self, rnd: RoundTrace) -> None:
+        self.rounds.append(rnd)
+        fresh = ids_in((), [rnd]) - self.texts.keys()
+        self.texts.update(token_texts(self.pair.tokenizer, fresh))
+        self.output += rnd.emitted
+        if self._detok is not None:
+            self.pieces = self._detok.pieces(self.output)
+
+    def trace(self, total_ms: float) -> GenerationTrace:
+        """The trace of the rounds so far."""
+        out = self.output
+        return GenerationTrace(
+            method=self.run.method,
+            config=self.run.to_dict(),
+            prompt_ids=self.prompt_ids,
+            output_ids=tuple(out),
+            rounds=tuple(self.rounds),
+            token_text=dict(self.texts),
+            total_ms=total_ms,
+            prompt_text=self.prompt_text,
+            models=self.models,
+            stop="eos" if out and out[-1] in self.pair.eos_ids else "length",
+            pieces=None if self._detok is None else tuple(self.pieces),
+        )
+
+
+def collect(
+    pair: Pair,
+    prompt_ids: Sequence[int],
+    run: RunConfig,
+    rounds: Sequence[RoundTrace],
+    total_ms: float,
+    prompt_text: str = "",
+) -> GenerationTrace:
+    """Bundle a run's rounds into a `GenerationTrace` with the label of every token id that appears and the text each
+    output id adds (`TraceBuilder` for a run whose rounds come one at a time)."""
+    build = TraceBuilder(pair, prompt_ids, run, prompt_text)
+    for rnd in rounds:
+        build.add(rnd)
+    return build.trace(total_ms)
 
 
 def generate(

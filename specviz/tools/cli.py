@@ -35,6 +35,7 @@ from specviz.tools.copy_calibration import main as copy_calibration_main
 from specviz.tools.families import main as families_main
 from specviz.tools.loadtest import main as loadtest_main
 from specviz.tools.lookup_priors import main as lookup_priors_main
+from specviz.tools.pagecost import main as pagecost_main
 from specviz.tools.record import main as record_main
 from specviz.tools.report import main as report_main
 from specviz.tools.screenshot import main as screenshot_main
@@ -193,6 +194,7 @@ TOOLS = {
     "screenshot": screenshot_main,
     "loadtest": loadtest_main,
     "families": families_main,
+    "pagecost": pagecost_main,
 }
 
 

@@ -308,6 +308,7 @@ def _chips(fig, rnd, g, pos, token_text, greedy, sz, newest) -> None:
     colours = {**PALETTE, FOLD: FOLD_COLOR, GROWN: GROWN_COLOR}
     names = {**LABELS, FOLD: "folded: click to open", GROWN: "drafted (before the target's verdict)"}
     copied = set(rnd.copied or ())
+    chips = []  # one layout update for all (plotly revalidates every annotation on each add_annotation)
     for kind in order:
         nodes = by_kind.get(kind, [])
         if not nodes:
@@ -335,17 +336,28 @@ def _chips(fig, rnd, g, pos, token_text, greedy, sz, newest) -> None:
                 tok = rnd.emitted[rnd.n_accepted] if u == CORRECTION else rnd.tree.tokens[u]
                 text = chip_text(token_text, tok, sz["cells"])
             bw = 3 if copy or new else 1
-            fig.add_annotation(
-                x=pos[u][0],
-                y=pos[u][1],
-                text=text,
-                showarrow=False,
-                bgcolor=colours[kind],
-                bordercolor=NEWEST_BORDER if new else COPY_BORDER if copy else "#94a3b8" if kind == FOLD else "white",
-                borderwidth=bw,
-                borderpad=sz["side"] - bw,
-                font=dict(color="#334155" if kind in (UNVISITED, FOLD) else "white", size=sz["size"], family=CHIP_FONT),
+            chips.append(
+                dict(
+                    x=pos[u][0],
+                    y=pos[u][1],
+                    text=text,
+                    showarrow=False,
+                    bgcolor=colours[kind],
+                    bordercolor=NEWEST_BORDER
+                    if new
+                    else COPY_BORDER
+                    if copy
+                    else "#94a3b8"
+                    if kind == FOLD
+                    else "white",
+                    borderwidth=bw,
+                    borderpad=sz["side"] - bw,
+                    font=dict(
+                        color="#334155" if kind in (UNVISITED, FOLD) else "white", size=sz["size"], family=CHIP_FONT
+                    ),
+                )
             )
+    fig.update_layout(annotations=[*fig.layout.annotations, *chips])
     if copied:
         legend_entry(fig, "copied from the context (prompt lookup)", "white", border=COPY_BORDER)
 
