@@ -5,7 +5,7 @@ import torch
 from tiny import TEST_DEVICE, tiny_llama, tiny_llama_cpu
 
 from specviz.models.lm import LM
-from specviz.models.loading import Pair
+from specviz.models.pair import Pair
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 

@@ -358,3 +358,26 @@ def test_an_export_file_removed_by_another_run_is_skipped(tmp_path, monkeypatch)
     monkeypatch.setattr(Path, "glob", lambda self, pat: [gone, *real_glob(self, pat)])
     path = exports.path("chain")
     assert path.parent == tmp_path and not old.exists()
+
+
+def test_an_assistant_measures_a_run_through_the_mcp_endpoint():
+    """The page's endpoints as MCP tools: list them, call `measure`, read back acceptance per position."""
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async def call():
+        async with streamablehttp_client(app_url() + "gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                tools = {t.name for t in (await s.list_tools()).tools}
+                out = await s.call_tool("measure", {"prompt": PROMPT, "method": "chain", "max_new_tokens": 6})
+                return tools, out
+
+    tools, out = asyncio.run(call())
+    assert {"run", "measure", "import_trace"} <= tools
+    text = "".join(getattr(c, "text", "") for c in out.content)
+    got = json.loads(text)
+    assert got["method"] == "chain" and got["tokens"] == 6 and got["target_calls"] >= 2
+    assert got["acceptance_by_position"][0]["position"] == 1 and "rate" in got["acceptance_by_position"][0]

@@ -9,7 +9,8 @@ import pytest
 from specviz.core.assets import SPEC_BENCH
 from specviz.core.prompts import read_prompts, stratified
 from specviz.tools.bench import report as bench_report
-from specviz.tools.bench.run import Prompt, machine_info, run_suite
+from specviz.tools.bench.prompt import Prompt
+from specviz.tools.bench.run import machine_info, run_suite
 from specviz.tools.bench.specs import BenchConfig, parse_settings
 
 METHODS = ["ar", "chain:2", "heuristic", "hf", "hf-assist", "hf-assist:2"]
@@ -97,7 +98,7 @@ def test_smoke_suite_fp32(tiny_pair, tmp_path):
 
 
 def test_audit_reports_position_and_margin(tiny_pair):
-    from specviz.tools.bench.run import audit
+    from specviz.tools.bench.prompt import audit
 
     pair = tiny_pair("same")
     p = Prompt("1", "qa", (5, 9, 17))
@@ -149,8 +150,8 @@ def test_fp32draft_suffix_runs_the_draft_steps_in_fp32_for_that_run_only(monkeyp
 
     from specviz import kernels
     from specviz.models.lm import LM
-    from specviz.models.loading import Pair
-    from specviz.tools.bench import run as bench
+    from specviz.models.pair import Pair
+    from specviz.tools.bench import prompt as bench
 
     s = {x.key: x for x in parse_settings(["chain:2@fp32draft"], BenchConfig(), ["ar", "chain"])}["chain:2@fp32draft"]
     assert s.kernels == "fp32draft" and "draft steps over the draft's own weights" in s.label
@@ -177,8 +178,8 @@ def test_static_suffix_runs_a_reduced_head_without_its_context_vocabulary():
     from specviz.core.config import ChainConfig, RunConfig
     from specviz.engine.record import generate
     from specviz.models.lm import LM
-    from specviz.models.loading import Pair
-    from specviz.tools.bench.run import head_only
+    from specviz.models.pair import Pair
+    from specviz.tools.bench.prompt import head_only
 
     got = {
         s.key: s

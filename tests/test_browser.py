@@ -39,10 +39,14 @@ def test_run_default_prompt_draws_tree_and_stop_plot(page, tmp_path):
     page.wait_for_function(f"({title}).startsWith('Round {int(shown) - 1}:')", timeout=30_000)
     resampled = page.locator("#sv-output .token[style*='245, 158, 11']")  # a round with a rejection
     if resampled.count():
+        page.evaluate("document.querySelector('#sv-tree .gtitle').textContent = ''")  # stale until redrawn
         resampled.first.click()
-        page.wait_for_timeout(1500)
-        shown = page.get_by_label("number input for Round").input_value()
-        assert page.evaluate(title).startswith(f"Round {shown}:")
+        box = "document.querySelector(\"input[aria-label='number input for Round']\")"
+        page.wait_for_function(
+            f"(() => {{ const t = {title}, i = {box}; "
+            "return t !== '' && i && t.startsWith('Round ' + i.value + ':'); })()",
+            timeout=30_000,
+        )
     screenshot.show_accepted_round(page)  # the screenshot: a round with accepts
     assert page.locator("#sv-stop .js-plotly-plot .scatterlayer .trace").count() > 0  # predicted stop probabilities
     page.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)

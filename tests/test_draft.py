@@ -24,6 +24,7 @@ from specviz.train.draft import build_draft, context_head, distill_loss, head_id
 from specviz.train.draft_eval import accepted, busy_text, coverage, matches
 from specviz.train.eagle import parse
 from specviz.train.eagle_eval import _counts, _g, _previous, command
+from specviz.train.eagle_features import target_features
 from specviz.train.loop import adamw, resume
 from specviz.train.prompts import compose, with_documents
 
@@ -151,7 +152,7 @@ def test_eagle_training_lowers_loss_and_resumes(tmp_path, ctx):
     same weights and history; with the context vocabulary too (loss and validation over each row's context)."""
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
-    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
+    feats = target_features(m, data, tmp_path / "f.safetensors")
     ids_v = head_ids(data.responses(), 32, {2})
     cfg = EagleTrainConfig(steps=24, batch_tokens=100, checkpoint_every=12, lr=3e-3, warmup=3, context_vocab=ctx)
     model = build_eagle(m)
@@ -168,7 +169,7 @@ def test_bf16_training_follows_fp32_and_keeps_fp32_weights(tmp_path):
     weights and Adam's moments stay fp32, and the losses track an fp32 run of the same schedule."""
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
-    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
+    feats = target_features(m, data, tmp_path / "f.safetensors")
     ids_v = head_ids(data.responses(), 32, {2})
     runs = {}
     for bf16 in (False, True):
@@ -186,7 +187,7 @@ def test_eagle_training_with_the_copy_input(tmp_path):
     the block and the gains, and the card says which stage added the input."""
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
-    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
+    feats = target_features(m, data, tmp_path / "f.safetensors")
     ids_v = head_ids(data.responses(), 32, {2})
     cfg = EagleTrainConfig(steps=12, batch_tokens=100, checkpoint_every=12, lr=3e-3, warmup=3)
     plain, model = build_eagle(m), build_eagle(m)
@@ -215,7 +216,7 @@ def test_eagle_training_with_taps(tmp_path):
     them, and the flags reach the config, the command and the card's g_t."""
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
-    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors", taps=(1,))
+    feats = target_features(m, data, tmp_path / "f.safetensors", taps=(1,))
     assert feats.shape[1] == 64
     ids_v = head_ids(data.responses(), 32, {2})
     cfg = EagleTrainConfig(steps=12, batch_tokens=100, checkpoint_every=12, lr=3e-3, warmup=3)
@@ -380,7 +381,7 @@ def test_an_eagle_run_cut_short_resumes_to_the_same_bits(tmp_path, monkeypatch, 
     the step travel in the checkpoint, the data order is the seed's. Under bf16 autocast too."""
     m = tiny_llama(vocab=64, layers=2, hidden=32)
     data = _data(m)
-    feats = eagle_train.target_features(m, data, tmp_path / "f.safetensors")
+    feats = target_features(m, data, tmp_path / "f.safetensors")
     ids_v = head_ids(data.responses(), 32, {2})
     cfg = EagleTrainConfig(
         steps=20, batch_tokens=100, checkpoint_every=8, checkpoint_minutes=minutes, lr=3e-3, warmup=3, bf16=bf16

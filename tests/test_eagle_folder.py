@@ -13,7 +13,8 @@ from specviz.core.config import RunConfig
 from specviz.engine.record import generate
 from specviz.models.eagle import EagleLM, build_eagle
 from specviz.models.lm import LM
-from specviz.models.loading import Pair, load_eagle
+from specviz.models.loading import load_eagle
+from specviz.models.pair import Pair
 from specviz.train.eagle import save_eagle
 
 

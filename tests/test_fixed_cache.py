@@ -17,7 +17,7 @@ from specviz.engine.record import generate
 from specviz.kernels.linear import ROWS_ATTENTION
 from specviz.models import graphs, kvcache
 from specviz.models.lm import LM
-from specviz.models.loading import Pair
+from specviz.models.pair import Pair
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -15,7 +15,7 @@ from specviz.methods.catalog import with_knobs
 from specviz.methods.specdecpp.head import AcceptanceHead, save_head
 from specviz.models import exact
 from specviz.models.lm import LM
-from specviz.models.loading import Pair
+from specviz.models.pair import Pair
 from specviz.tools.families import derive_draft
 from specviz.tools.zoo import gemma3_270m_gguf
 

@@ -17,7 +17,7 @@ from specviz.analysis.head_ceiling import (
     sharpened_rounds,
 )
 from specviz.analysis.metrics import judged_labels
-from specviz.tools.sweep import choose_threshold
+from specviz.tools.pick_h import choose_threshold
 
 ACC, REJ, UNV = "accepted", "rejected", "unvisited"
 

@@ -7,8 +7,9 @@ import pytest
 import torch
 from tiny import tiny_llama_cpu
 
-from specviz.analysis.promptset import PromptRun, RunSet, pooled
 from specviz.analysis.promptset import disagreements as ps_disagreements
+from specviz.analysis.promptset import pooled
+from specviz.analysis.runset import PromptRun, RunSet
 from specviz.app import session
 from specviz.core.trace import ACCEPTED, REJECTED, GenerationTrace
 from specviz.engine.hf_assisted import SOURCE, AssistedRecorder

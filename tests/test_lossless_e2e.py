@@ -8,7 +8,7 @@ from specviz.core.config import ChainConfig, RunConfig, SamplingConfig
 from specviz.core.sampling import warp
 from specviz.engine.record import generate
 from specviz.models.lm import LM
-from specviz.models.loading import Pair
+from specviz.models.pair import Pair
 
 V, N = 12, 2000
 PROMPT = [3, 7, 5]

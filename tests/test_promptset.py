@@ -12,6 +12,7 @@ import torch
 
 from specviz.analysis import compare as ab
 from specviz.analysis import promptset as ps
+from specviz.analysis.runset import PromptRun, RunSet, read_runset, runs_from_lines
 from specviz.app import promptset as app_promptset
 from specviz.app import session
 from specviz.core.config import RunConfig
@@ -79,11 +80,11 @@ B_ROUNDS = [  # a tree: the root's first child 31 rejected, its second 32 accept
 
 
 def runset(label="s"):
-    return ps.RunSet(
+    return RunSet(
         label,
         (
-            ps.PromptRun("1", "math", trace("chain", A_ROUNDS)),
-            ps.PromptRun("2", "code", trace("chain", B_ROUNDS, prompt=(4, 5))),
+            PromptRun("1", "math", trace("chain", A_ROUNDS)),
+            PromptRun("2", "code", trace("chain", B_ROUNDS, prompt=(4, 5))),
         ),
     )
 
@@ -146,15 +147,13 @@ def test_the_paired_bootstrap_is_seeded_and_finds_a_real_shift():
 def test_an_ab_pairs_prompts_by_id_and_ranks_the_differences():
     a = runset("A")
     faster = trace("chain", A_ROUNDS, total_ms=50.0)
-    b = ps.RunSet(
-        "B", (ps.PromptRun("1", "math", faster), ps.PromptRun("9", "other", trace("chain", B_ROUNDS, prompt=(7,))))
-    )
+    b = RunSet("B", (PromptRun("1", "math", faster), PromptRun("9", "other", trace("chain", B_ROUNDS, prompt=(7,)))))
     cmp = ab.compare(a, b)
     assert [p.qid for p in cmp.pairs] == ["1"] and cmp.unpaired == 1
     assert cmp.tau.mean == 0.0 and cmp.tokens_per_s.mean == pytest.approx(40.0)
     assert cmp.output_differences == []
     with pytest.raises(ValueError, match="share no prompt"):
-        ab.compare(a, ps.RunSet("C", (ps.PromptRun("9", "x", trace("chain", B_ROUNDS, prompt=(7,))),)))
+        ab.compare(a, RunSet("C", (PromptRun("9", "x", trace("chain", B_ROUNDS, prompt=(7,))),)))
 
 
 def lines(*traces, **extra):
@@ -163,31 +162,31 @@ def lines(*traces, **extra):
 
 def test_files_are_refused_with_a_sentence(tmp_path):
     good = lines(trace("chain", A_ROUNDS), trace("chain", B_ROUNDS))
-    assert len(ps.runs_from_lines(good, "f").runs) == 2
+    assert len(runs_from_lines(good, "f").runs) == 2
     with pytest.raises(ValueError, match="mixes methods: chain \\(1\\), dyspec \\(1\\)"):
-        ps.runs_from_lines(lines(trace("chain", A_ROUNDS), trace("dyspec", B_ROUNDS)), "f")
+        runs_from_lines(lines(trace("chain", A_ROUNDS), trace("dyspec", B_ROUNDS)), "f")
     with pytest.raises(ValueError, match="line 2, is not JSON"):
-        ps.runs_from_lines([good[0], "{oops"], "f")
+        runs_from_lines([good[0], "{oops"], "f")
     with pytest.raises(ValueError, match="not a specviz trace"):
-        ps.runs_from_lines(['{"turns": ["a prompt"]}'], "f")
+        runs_from_lines(['{"turns": ["a prompt"]}'], "f")
     with pytest.raises(ValueError, match="holds no traces"):
-        ps.runs_from_lines(["", "  "], "f")
+        runs_from_lines(["", "  "], "f")
     other = trace("chain", B_ROUNDS)
     other = GenerationTrace(**{**other.__dict__, "token_text": {**TEXT, 13: "else"}})
     with pytest.raises(ValueError, match="two tokenizers: token 13"):
-        ps.runs_from_lines(lines(trace("chain", A_ROUNDS), other), "f")
+        runs_from_lines(lines(trace("chain", A_ROUNDS), other), "f")
     with pytest.raises(ValueError, match="is not a file"):
-        ps.read_runset(str(tmp_path / "missing.jsonl"))
+        read_runset(str(tmp_path / "missing.jsonl"))
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps({"suites": {}, "config": {}}))
     with pytest.raises(ValueError, match="summaries, not its traces: rerun `specviz bench` with --traces"):
-        ps.read_runset(str(bench))
+        read_runset(str(bench))
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "fp32-T0-chain-3.jsonl").write_text("\n".join(good) + "\n")
     bench.write_text(json.dumps({"suites": {}, "traces": {"fp32-T0-chain:3": "t/fp32-T0-chain-3.jsonl"}}))
     with pytest.raises(ValueError, match="name one as bench.json#LABEL, with LABEL one of fp32-T0-chain:3"):
-        ps.read_runset(str(bench))
-    assert len(ps.read_runset(f"{bench}#fp32-T0-chain:3").runs) == 2
+        read_runset(str(bench))
+    assert len(read_runset(f"{bench}#fp32-T0-chain:3").runs) == 2
 
 
 def test_the_report_writes_one_offline_html_file(tmp_path, capsys):
@@ -248,7 +247,7 @@ def test_a_tiny_pairs_set_runs_end_to_end(tiny_pair, tmp_path):
                 t = generate(pair, ids, RunConfig(method=method, max_new_tokens=16))
                 f.write(json.dumps({**t.to_dict(), "question_id": i, "category": "qa"}) + "\n")
         files[method] = path
-    a, b = ps.read_runset(str(files["chain"])), ps.read_runset(str(files["dyspec"]))
+    a, b = read_runset(str(files["chain"])), read_runset(str(files["dyspec"]))
     assert a.method == "chain" and len(b.runs) == 3
     cmp = ab.compare(a, b)
     assert len(cmp.pairs) == 3 and cmp.output_differences == []

@@ -7,7 +7,8 @@ from specviz.core.config import ChainConfig, ModelConfig, RunConfig
 from specviz.core.prompts import encode_prompt
 from specviz.engine.record import generate
 from specviz.models.lm import LM
-from specviz.models.loading import Pair, load_pair
+from specviz.models.loading import load_pair
+from specviz.models.pair import Pair
 from specviz.viz.style import token_spans
 
 pytestmark = pytest.mark.slow  # the real default pair / a browser: outside the quick loop

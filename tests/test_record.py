@@ -31,8 +31,7 @@ def _specdecpp(pair, sampling, record_top):
     cfg = SpecDecPPConfig(0.5, 1, 5)
     head = AcceptanceHead(pair.draft.config.hidden_size, 2, rng=make_rng(0), inputs=CATALOG)
     rng = make_rng(sampling.seed, TEST_DEVICE)
-    d = SpecDecPPDrafter(pair.draft, sampling, rng, head, cfg, pair.eos_ids)
-    d.record = record_top > 0
+    d = SpecDecPPDrafter(pair.draft, sampling, rng, head, cfg, pair.eos_ids, record=record_top > 0)
     run = RunConfig(method="specdecpp", max_new_tokens=24, sampling=sampling, specdecpp=cfg, record_top=record_top)
     return generate(pair, PROMPT, run, drafter=d, rng=rng)
 

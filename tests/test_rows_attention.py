@@ -8,6 +8,7 @@ import torch
 numba = pytest.importorskip("numba")
 from specviz import kernels  # noqa: E402
 from specviz.kernels import _attention_ir as ir  # noqa: E402
+from specviz.kernels import _softmax_ir as softmax_ir  # noqa: E402
 from specviz.kernels._rowkernel_ir import _rows_block  # noqa: E402
 from specviz.kernels.attention import _allowed  # noqa: E402
 
@@ -20,7 +21,7 @@ def weighted_rows(acc, v, rows, e, C):  # one query's chains from zero; the intr
 
 @numba.njit
 def exp_rows(x, e, C):  # e[c] = exp(x[c]), c < C: the softmax's exp unscaled, unshifted (x 1 - 0 is x)
-    ir._exp_shifted(x.reshape(1, x.shape[0]), e.reshape(1, e.shape[0]), 0, C, np.float32(1.0), np.float32(0.0))
+    softmax_ir._exp_shifted(x.reshape(1, x.shape[0]), e.reshape(1, e.shape[0]), 0, C, np.float32(1.0), np.float32(0.0))
 
 
 @numba.njit
@@ -44,7 +45,7 @@ def test_exp_is_accurate_and_the_same_in_any_lane():
 
 @numba.njit
 def exp_shifted(s, e, i, C, scale, m):
-    ir._exp_shifted(s, e, i, C, scale, m)
+    softmax_ir._exp_shifted(s, e, i, C, scale, m)
 
 
 def test_the_softmax_exp_scales_and_shifts_each_score_first():
@@ -120,7 +121,7 @@ def test_weighted_sums_side_by_side_keep_each_querys_bits(bf16, n):
 
 @numba.njit
 def row_max(a, i, n):
-    return ir._row_max(a, i, n)
+    return softmax_ir._row_max(a, i, n)
 
 
 def test_row_max_is_the_scans_max():
@@ -142,7 +143,7 @@ def test_softmax_sums_side_by_side_are_each_rows_chain():
     e = g.random((7, 50)).astype(np.float32)
     for i0, i1, C in ((0, 4, 50), (4, 7, 33), (2, 3, 1), (0, 2, 0)):
         total = np.full(7, -1.0, np.float32)
-        ir._sum4(e, total, i0, i1, C)
+        softmax_ir._sum4(e, total, i0, i1, C)
         for i in range(i0, i1):
             chain = np.float32(0.0)
             for c in range(C):

@@ -48,6 +48,8 @@ def _set(d: dict, path: str, value):
 BAD = {
     "a string where a tree belongs": ("rounds.0.tree", "x", "rounds.0.tree"),
     "a string where the config belongs": ("config", "abc", "config"),
+    "a string where the sampling settings belong": ("config.sampling", "greedy", "config.sampling must be an object"),
+    "a temperature that is not a number": ("config.sampling.temperature", "hot", "must be a number"),
     "a list of pairs as token_text": ("token_text", [["1", "a"]], "token_text"),
     "a negative token id": ("output_ids.0", -3, "output_ids.0"),
     "a negative context length": ("rounds.0.context_len", -1, "context_len"),

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from helpers import with_hindsight
+from lossless import greedy_equal
 from scipy.stats import chisquare
 
 from specviz.analysis import metrics
@@ -30,7 +31,7 @@ from specviz.methods.specdecpp.head import (
 from specviz.methods.specdecpp.inputs import CATALOG
 from specviz.methods.specdecpp.stop_rule import stop_rule
 from specviz.models.lm import Forward
-from specviz.models.loading import Pair
+from specviz.models.pair import Pair
 
 PROMPT = [5, 9, 17, 3, 33, 8]
 
@@ -132,14 +133,8 @@ def drafter(pair, cfg, sampling=SamplingConfig(), seed=0, lag=True):
 @pytest.mark.parametrize("cfg", [SpecDecPPConfig(0.3, 1, 5), SpecDecPPConfig(0.9, 2, 8), SpecDecPPConfig(0.5, 1, 1)])
 def test_greedy_equals_autoregressive(tiny_pair, draft, cfg, lag):
     pair = tiny_pair(draft)
-    ar = generate(pair, PROMPT, RunConfig(method="ar", max_new_tokens=40))
-    sp = generate(
-        pair,
-        PROMPT,
-        RunConfig(method="specdecpp", max_new_tokens=40, specdecpp=cfg),
-        drafter=drafter(pair, cfg, lag=lag),
-    )
-    assert sp.output_ids == ar.output_ids
+    run = RunConfig(method="specdecpp", max_new_tokens=40, specdecpp=cfg)
+    sp = greedy_equal(pair, PROMPT, run, drafter=drafter(pair, cfg, lag=lag))
     for r in sp.rounds:
         assert len(r.accept_probs) == len(r.stop_probs) == r.n_drafted <= cfg.k_max
         assert r.stop_reason in ("threshold", "k_max", "eos", "budget") and r.threshold == cfg.threshold
@@ -261,7 +256,7 @@ def test_hindsight_k(tiny_pair):
 def test_choose_threshold_prefers_the_head_when_it_knows():
     """Replay on synthetic calibration rounds: easy rounds (all 8 accepted, head confident) and hard ones
     (first candidate rejected, head says so at step 2). SpecDec++ beats every fixed K; the oracle beats both."""
-    from specviz.tools.sweep import choose_threshold
+    from specviz.tools.pick_h import choose_threshold
 
     acc, rej, unv = "accepted", "rejected", "unvisited"
     easy = replace(chain_round([acc] * 8, 8), accept_probs=(1.0,) + (0.97,) * 7)
@@ -276,7 +271,8 @@ def test_choose_threshold_prefers_the_head_when_it_knows():
 def test_choose_threshold_searches_k_min_and_sweep_names_it():
     """A head that doubts every first candidate (factor 0.1) on rounds whose first two are accepted: k_min = 1
     stops after one candidate at every h, k_min = 2 drafts the two that pay, and the grid finds it."""
-    from specviz.tools.sweep import choose_threshold, settings
+    from specviz.tools.pick_h import choose_threshold
+    from specviz.tools.sweep import settings
 
     acc, rej, unv = "accepted", "rejected", "unvisited"
     rnd = replace(chain_round([acc, acc, rej, unv], 4), accept_probs=(0.1, 0.9, 0.1, 0.1))

@@ -7,13 +7,13 @@ tokens must follow the target (chi-square), which fails when the residual update
 """
 
 import itertools
-from dataclasses import replace
 from functools import cache
 from types import SimpleNamespace
 
 import pytest
 import torch
 from helpers import path_to
+from lossless import greedy_equal
 from scipy.stats import chisquare
 from tiny import tiny_llama
 
@@ -36,7 +36,7 @@ from specviz.methods.trees.static import (
     sequoia,
 )
 from specviz.models.lm import LM, Forward
-from specviz.models.loading import Pair
+from specviz.models.pair import Pair
 
 PROMPT = [5, 9, 17, 3, 33, 8]
 SHARP = 40.0  # scales the tiny models' output layer: peaked distributions, deep trees
@@ -82,9 +82,7 @@ def ar_ids(draft: str) -> tuple[int, ...]:
 @pytest.mark.parametrize("draft", ["same", "random"])
 @pytest.mark.parametrize("name", list(TREE_RUNS))
 def test_greedy_equals_autoregressive(draft, name):
-    pair = sharp_pair(draft)
-    tr = generate(pair, PROMPT, replace(TREE_RUNS[name], max_new_tokens=N_GREEDY))
-    assert tr.output_ids == ar_ids(draft)
+    tr = greedy_equal(sharp_pair(draft), PROMPT, TREE_RUNS[name], n=N_GREEDY)
     if draft == "same":  # every round follows the first-child chain to a leaf
         for r in tr.rounds[:-1]:
             kids, u = children(r.tree.parents), 0
@@ -123,8 +121,9 @@ def test_draft_cache_stays_consistent(temperature):
         run = RunConfig(method="dyspec", max_new_tokens=20, sampling=sampling)
         for rnd in iter_rounds(pair, PROMPT, run, drafter, rng):
             if rnd.index < 2 and rnd.n_drafted:  # D at each computed node vs its path, sequentially
-                for u, D in drafter.D.items():
-                    path = [drafter.tokens[i] for i in path_to(drafter.parents, u)[1:]]
+                grown = drafter.last_tree
+                for u, D in grown.D.items():
+                    path = [grown.tokens[i] for i in path_to(grown.parents, u)[1:]]
                     fresh.reset()
                     ref = warp(
                         fresh.forward(committed + path).logits[-1],
@@ -156,13 +155,14 @@ def test_level_variant_equals_heap_at_its_size():
             pair.draft, SamplingConfig(), make_rng(0), DySpecConfig(budget=len(a) - 1, max_depth=6, level_threshold=0.0)
         )
         heap.begin(PROMPT)
-        b = heap.propose(PROMPT, 50).tree
+        prop = heap.propose(PROMPT, 50)
+        b = prop.tree
 
         def paths(tree):
             return {tuple(tree.tokens[i] for i in path_to(tree.parents, u)) for u in range(len(tree))}
 
         assert paths(a) == paths(b) and len(a) > 3
-        assert heap.draft_forwards <= len(b)  # lazy batching: fewer forwards than nodes
+        assert prop.draft_forwards <= len(b)  # lazy batching: fewer forwards than nodes
 
 
 def test_dyspec_respects_budget_remaining_and_eos():

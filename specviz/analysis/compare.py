@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specviz.analysis.metrics import tokens_per_call, tokens_per_second
-from specviz.analysis.promptset import PromptRun, RunSet, check_same_tokenizer
+from specviz.analysis.runset import PromptRun, RunSet, check_same_tokenizer
 
 BOOTSTRAP_DRAWS = 4_000
 CONFIDENCE = 0.95

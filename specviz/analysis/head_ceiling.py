@@ -1,6 +1,6 @@
 """What a better acceptance head would buy: SpecDec++'s modelled gain as a function of the head's AUC.
 
-`specviz.tools.sweep.pick_h` (`specviz sweep pick-h`) drafts calibration rounds to a fixed length with the
+`specviz.tools.pick_h.pick_h` (`specviz sweep pick-h`) drafts calibration rounds to a fixed length with the
 shipped head's factors recorded and replays the stop rule on them (`specviz.analysis.costs.replay`). Here the
 same rounds are replayed with that head made better or worse by a known amount, so an engineer can read off how
 good a head must be before SpecDec++ pays on this pair and machine, starting from where the real one stands.
@@ -94,7 +94,7 @@ def ceiling(
 ) -> dict:
     """The recorded head's AUC and, for each target AUC, the evidence beta it takes and the best SpecDec++
     setting's modelled gain over the best fixed K (mean over `draws`). `choose(rounds)` is
-    `specviz.tools.sweep.choose_threshold` with the costs and grid bound."""
+    `specviz.tools.pick_h.choose_threshold` with the costs and grid bound."""
     out = {"head_auc": head_auc(rounds, lagged), "draws": draws, "beta": {}, "gain": {}}
     for target in aucs:
         beta = evidence_for(rounds, target, lagged)

@@ -1,10 +1,8 @@
 """The dashboard's event handlers, at module level: each takes the `Page` and the values of the controls its
 parameters name (`Page.inputs` wires them by name), and returns updates keyed by component. The endpoints a client
-or an assistant calls (/run, /race, /run_set, /import_trace) carry typed parameters and a docstring, which Gradio
-shows in the API page and serves as MCP tools.
-
-Streaming: a live run redraws only what a round changes (the newest round's tree and stop chart, the cards, the
-output, the status), at most every STREAM_EVERY_S; the figures over the whole run are drawn once, at the end.
+or an assistant calls (/run, /race, /run_set, /import_trace, /measure) carry typed parameters and a docstring,
+which Gradio shows in the API page and serves as MCP tools. What the page draws, and how often a live run redraws,
+is `app.render`'s.
 """
 
 from __future__ import annotations
@@ -12,23 +10,22 @@ from __future__ import annotations
 import functools
 import html
 import inspect
+import json
 import time
 from contextlib import closing
 
 import gradio as gr
 
-from specviz.analysis.metrics import speedup, summarize
-from specviz.app import exports, inspector, promptset, session
-from specviz.app.inputs import make_configs, make_prompt
-from specviz.app.page import ROUND_VIEWS
+from specviz.analysis.metrics import acceptance_by_position, summarize, time_split
+from specviz.app import exports, promptset, session
+from specviz.app.inputs import defaults, make_configs, make_prompt
+from specviz.app.render import STREAM_EVERY_S, Pacer, done_note, render, render_live
+from specviz.core.config import RunConfig
 from specviz.methods.catalog import label
-from specviz.viz.run import calibration_figure, histogram_figure, position_figure, race_figure, speedup_figure
-from specviz.viz.style import counted, placeholder, summary_cards, token_spans
-from specviz.viz.tree import showcase_round
+from specviz.viz.run import race_figure
+from specviz.viz.style import counted
 
-STREAM_EVERY_S = 1.0  # a live run's updates at most this often
-PAGE_SHARE = 0.1  # ... and the page's own work (drawing, Gradio sending it) at most this share of the time
-ENDINGS = {"length": "reached max new tokens", "eos": "the model ended its answer"}
+RUN = RunConfig()
 ERRORS = (ValueError, RuntimeError, OSError)
 
 
@@ -51,97 +48,6 @@ def bind(fn, page):
         gen.__signature__ = bound.__signature__
         return gen
     return bound
-
-
-def done_note(trace) -> str:
-    """The status line of a finished run: its tokens, rounds, why it ended and, where the trace says, its drafter."""
-    kind = (trace.models or {}).get("drafter")
-    by = {"eagle": ", drafted by the EAGLE drafter", "model": ", drafted by the standalone draft"}.get(kind, "")
-    ending = ENDINGS.get(trace.stop, trace.stop)
-    return f"Done: {counted(trace.output_ids, 'token')} in {counted(trace.rounds, 'round')} ({ending}){by}."
-
-
-def _named(page, values: dict) -> dict:
-    return {page.views[k]: v for k, v in values.items()}
-
-
-def render(page, trace, base, note, file, data: dict | None = None) -> dict:
-    """Every run view of a finished trace (opened on an instructive round); `file` is its trace file (for the export
-    button) and `data` its content, where the caller has it."""
-    if trace is None:
-        empty = placeholder("No trace: press Run or load a recorded trace.")
-        figures = dict.fromkeys(("tree_plot", "stop_plot", "speed_plot", "pos_plot", "hist_plot", "calib_plot"), empty)
-        return _named(
-            page,
-            {
-                **figures,
-                "st_trace": None,
-                "st_base": None,
-                "status": note,
-                "cards": "",
-                "spans": [],
-                "round_slider": gr.Slider(maximum=1, value=0),
-                "download": gr.DownloadButton(value=None),
-                "trace_json": None,
-                "growth": gr.Slider(visible=False),
-                "replay_btn": gr.Button(visible=False),
-                "inspect": inspector.panel(None, 0),
-                "st_open": [],
-            },
-        )
-    shown = showcase_round(trace.rounds)
-    views = dict(zip(ROUND_VIEWS, inspector.open_round(trace, shown)))
-    sp = speedup(trace, base) if base is not None else None
-    views |= {
-        "st_trace": trace,
-        "st_base": base,
-        "status": note,
-        "cards": summary_cards(summarize(trace), sp, label(trace.method)),
-        "spans": token_spans(trace),
-        "round_slider": gr.Slider(maximum=max(len(trace.rounds) - 1, 1), value=shown),
-        "speed_plot": speedup_figure(trace, base),
-        "pos_plot": position_figure(trace),
-        "hist_plot": histogram_figure(trace),
-        "calib_plot": calibration_figure(trace),
-        "download": gr.DownloadButton(value=str(file)),
-        "trace_json": data if data is not None else session.as_dict(trace, base),
-    }
-    return _named(page, views)
-
-
-def render_live(page, trace, note) -> dict:
-    """What a round of a live run changes: the newest round's tree, the cards, the output and the status."""
-    last = len(trace.rounds) - 1
-    tree, _ = inspector.round_views(trace, last, stop=False)
-    views = {
-        "status": note,
-        "cards": summary_cards(summarize(trace), None, label(trace.method)),
-        "spans": token_spans(trace),
-        "round_slider": gr.Slider(maximum=max(last, 1), value=last),
-        "tree_plot": tree,
-    }
-    return _named(page, views)
-
-
-class Pacer:
-    """When a live run may redraw: at most every STREAM_EVERY_S, and only while the page's own work (drawing, and
-    Gradio sending it) stays under PAGE_SHARE of the time: after an update that cost c seconds, the next waits
-    c (1 - PAGE_SHARE) / PAGE_SHARE more. The decode waits while the page draws, so this bounds what the page adds
-    to it."""
-
-    def __init__(self):
-        self.next_at, self.started = 0.0, 0.0
-
-    def due(self) -> bool:
-        return time.monotonic() >= self.next_at
-
-    def drawing(self) -> None:
-        self.started = time.monotonic()
-
-    def drawn(self) -> None:
-        """The run resumed after an update."""
-        now = time.monotonic()
-        self.next_at = now + max(STREAM_EVERY_S, (now - self.started) * (1 - PAGE_SHARE) / PAGE_SHARE)
 
 
 def _ticking(page, items):
@@ -306,6 +212,71 @@ def run_set(
                 yield {views[0]: out}
             else:
                 yield dict(zip([page.views["st_set"], *views], [out, *promptset.views(out)]))
+    except ERRORS as e:
+        raise gr.Error(str(e)) from None
+
+
+def numbers(trace) -> dict:
+    """A run's numbers as plain JSON: what an assistant reads back from /measure."""
+    summary, split = summarize(trace), time_split(trace)
+    return {
+        "method": trace.method,
+        "tokens": summary.tokens,
+        "target_calls": summary.rounds,
+        "tau": round(summary.tau, 3),
+        "acceptance": None if summary.acceptance is None else round(summary.acceptance, 3),
+        "acceptance_by_position": [
+            {"position": d, "drafted": n, "accepted": a, "rate": round(a / n, 3) if n else None}
+            for d, n, a in acceptance_by_position(trace.rounds)
+        ],
+        "tokens_per_s": round(summary.tokens_per_s, 2),
+        "ms": {k: round(getattr(split, k), 1) for k in ("draft_ms", "verify_ms", "overhead_ms", "other_ms")},
+        "stop": trace.stop,
+        "text": trace.text,
+    }
+
+
+def measure(
+    prompt: str,
+    method: str = RUN.method,
+    max_new_tokens: int = 64,
+    temperature: float = RUN.sampling.temperature,
+    k: int = RUN.chain.k,
+    h: float = RUN.specdecpp.threshold,
+    budget: int = RUN.dyspec.budget,
+    copy: bool = RUN.copy,
+    seed: int = RUN.sampling.seed,
+) -> str:
+    """Decode `prompt` with `method` on the pair the page has loaded and return the run's numbers as a JSON text:
+    tokens, target calls, τ (tokens per target call), the acceptance of drafted tokens overall and per draft position
+    (drafted, accepted, rate), tokens/s, where the time went (draft, verify, overhead, other ms), why it stopped
+    and the output text.
+
+    Args:
+        prompt: one user message, wrapped in the target's chat template.
+        method: ar, chain, heuristic, specdecpp, dyspec, kary, sequoia or lookup.
+        max_new_tokens: the most tokens to generate.
+        temperature: 0 decodes greedily.
+        k: draft tokens a round (chain; prompt lookup's copy length).
+        h: SpecDec++'s stop threshold on P(at least one rejection).
+        budget: draft tree nodes (dyspec, sequoia).
+        copy: also copy tokens from the context (prompt lookup) where that beats the draft.
+        seed: the sampling seed.
+    """
+    settings = {
+        **defaults(),
+        "method": method,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "k": k,
+        "h": h,
+        "budget": budget,
+        "copy": copy,
+        "seed": seed,
+    }
+    try:
+        run_cfg, model = make_configs(settings)
+        return json.dumps(numbers(session.run_to_end(make_prompt(prompt), run_cfg, model)), ensure_ascii=False)
     except ERRORS as e:
         raise gr.Error(str(e)) from None
 

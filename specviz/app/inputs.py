@@ -71,6 +71,19 @@ SETTINGS = (  # the page's settings, by the names its controls and the endpoints
 )  # fmt: skip
 
 
+def defaults() -> dict:
+    """Every setting (SETTINGS) at the page's default, from the config dataclasses: for the endpoints that take
+    only some."""
+    run = RunConfig()
+    return {
+        "method": run.method, "k": run.chain.k, "h": run.specdecpp.threshold, "budget": run.dyspec.budget,
+        "width": run.tree.width, "depth": run.tree.depth, "start_k": run.heuristic.start_k, "copy": run.copy,
+        "temperature": run.sampling.temperature, "top_p": run.sampling.top_p, "max_new_tokens": run.max_new_tokens,
+        "seed": run.sampling.seed, "pair": session.DEFAULT_PAIR, "dtype": ModelConfig().dtype, "target": "",
+        "draft": "", "drafter": run.drafter,
+    }  # fmt: skip
+
+
 def make_configs(settings: Mapping[str, object]) -> tuple[RunConfig, ModelConfig]:
     """The page's settings, by name (SETTINGS) -> (the RunConfig for its method, the ModelConfig)."""
     missing = [n for n in SETTINGS if n not in settings]

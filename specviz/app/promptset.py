@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from specviz.analysis.promptset import PromptRun, RunSet, pooled, prompt_rows, read_runset
+from specviz.analysis.promptset import pooled, prompt_rows
+from specviz.analysis.runset import PromptRun, RunSet, read_runset
 from specviz.app import session
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.methods.catalog import label

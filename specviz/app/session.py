@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.analysis.promptset import PromptRun
+from specviz.analysis.runset import PromptRun
 from specviz.app.zerogpu import gpu, seconds_for
 from specviz.core.assets import SPEC_BENCH, TRACES
 from specviz.core.config import ModelConfig, RunConfig
@@ -55,6 +55,12 @@ def public() -> bool:
     """Public mode: only the allow-listed pairs, never a path or hub id typed in the page. SPECVIZ_PUBLIC=1 turns
     it on, 0 off; unset, it is on where the page is a Hugging Face Space (SPACE_ID set) and off elsewhere."""
     return os.environ.get("SPECVIZ_PUBLIC", "1" if on_space() else "0") == "1"
+
+
+def mcp() -> bool:
+    """Serve the page's endpoints as MCP tools too (at /gradio_api/mcp/): SPECVIZ_MCP=1 turns it on, 0 off; unset,
+    on for a local page and off on a public one."""
+    return os.environ.get("SPECVIZ_MCP", "0" if public() else "1") == "1"
 
 
 def pair_status(spec: PairSpec, gpu_gb: float | None = None) -> str | None:

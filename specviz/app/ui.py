@@ -48,6 +48,7 @@ def wire(page: Page) -> None:
     recorded = bind(handlers.open_recorded, page)
     c["recorded"].input(recorded, c["recorded"], page.outputs(), **NAV)
     page.demo.load(recorded, c["recorded"], page.outputs(), **NAV)
+    gr.api(handlers.measure, api_name="measure", **MODEL_EVENT)  # the API / MCP alone: a run's numbers as JSON
     wire_rounds(page)
 
 
@@ -87,6 +88,7 @@ def main() -> None:
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        mcp_server=session.mcp(),
         **launch_options(),
     )
 

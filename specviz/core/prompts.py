@@ -97,7 +97,7 @@ def read_prompts(path: str | Path, limit: int | None = None) -> list[dict]:
 
 def _read_rows(path: str | Path, limit: int | None) -> list[dict]:
     out = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue

@@ -10,6 +10,7 @@ probabilities in [0, 1], and bounded sizes.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -147,6 +148,7 @@ class TraceFile(_Record):
 
     @model_validator(mode="after")
     def _consistent(self):
+        _check_config(self.config)
         emitted = [t for r in self.rounds for t in r.emitted]
         if emitted != self.output_ids:
             raise ValueError(
@@ -168,6 +170,26 @@ class TraceFile(_Record):
             if not isinstance(vocab, int) or any(t >= vocab for t in ids):
                 raise ValueError(f"every token id must lie inside the vocabulary of {vocab} the trace names")
         return self
+
+
+CONFIG_GROUPS = ("sampling", "chain", "heuristic", "specdecpp", "dyspec", "tree", "lookup")  # RunConfig's parts
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_config(config: dict) -> None:
+    """The run's settings as the viewers read them: each of RunConfig's parts an object, sampling's fields numbers."""
+    for group in CONFIG_GROUPS:
+        if group in config and not isinstance(config[group], dict):
+            raise ValueError(f"config.{group} must be an object of settings, not {type(config[group]).__name__}")
+    sampling = config.get("sampling", {})
+    for name in ("temperature", "top_p", "top_k", "seed"):
+        if name in sampling and not _number(sampling[name]):
+            raise ValueError(f"config.sampling.{name} must be a number, got {sampling[name]!r}")
+    if not 0 <= sampling.get("temperature", 0) <= 100:
+        raise ValueError(f"config.sampling.temperature must lie in 0 .. 100, got {sampling['temperature']}")
 
 
 def validate(d: object) -> TraceFile:

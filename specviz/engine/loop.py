@@ -23,7 +23,7 @@ from specviz.engine.tops import round_tops
 from specviz.kernels import rowstats
 from specviz.methods.base import Drafter
 from specviz.methods.registry import make_drafter
-from specviz.models.loading import Pair
+from specviz.models.pair import Pair
 
 
 def iter_rounds(

@@ -16,7 +16,7 @@ from specviz.kernels import rowkernel
 from specviz.methods.base import Drafter
 from specviz.methods.registry import drafter_kind
 from specviz.methods.specdecpp.head import head_card
-from specviz.models.loading import Pair
+from specviz.models.pair import Pair
 
 
 def token_texts(tokenizer, ids) -> dict[int, str]:

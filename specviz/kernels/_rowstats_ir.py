@@ -11,7 +11,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from specviz.kernels._attention_ir import _row_max
+from specviz.kernels._softmax_ir import _row_max
 
 BLOCK = 128  # entries a block: the top k's candidates are the blocks whose maximum beats the k-th best so far
 _SQRT_HALF_BITS = 0x3F3504F3  # float32 bits of sqrt(1/2): the mantissa is reduced to [sqrt(1/2), sqrt(2))

@@ -11,6 +11,7 @@ plus the accepted nodes it had computed, and feeds the rest of the committed tok
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -30,6 +31,13 @@ class Proposal:
     copied: frozenset[int] = frozenset()  # nodes proposed as a point mass (prompt lookup)
     dists: dict[int, torch.Tensor] = field(default_factory=dict)  # node -> D its children came from, greedy too
     growth: dict = field(default_factory=dict)  # tree growers: RoundTrace's expand_order, values, frontier
+
+
+class DraftStep(NamedTuple):
+    """The draft's output at one position: the logits after it (V,) and the hidden state they came from (H,)."""
+
+    logits: torch.Tensor
+    hidden: torch.Tensor
 
 
 class Drafter:
@@ -68,13 +76,12 @@ class DraftLMDrafter(Drafter):
     def see_target(self, start, hidden):
         self.lm.add_target_features(start, hidden)
 
-    def feed_pending(self, committed: list[int]) -> torch.Tensor:
-        """Run the committed tokens the draft has not seen; return the logits after the root (V,)."""
+    def feed_pending(self, committed: list[int]) -> DraftStep:
+        """Run the committed tokens the draft has not seen; return the draft's output at the root."""
         pending = committed[self.lm.length :]
         out = self.lm.forward(pending, rows=slice(-1, None))
         self.slots = {0: self.lm.length - 1}
-        self._last_hidden = out.hidden[-1]
-        return out.logits[-1]
+        return DraftStep(out.logits[-1], out.hidden[-1])
 
     def pick(self, logits: torch.Tensor, q: torch.Tensor | None = None) -> tuple[int, float, torch.Tensor | None]:
         """Draw one token: (token, its q, the distribution it came from or None when greedy). `q`: the warped

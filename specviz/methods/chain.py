@@ -20,7 +20,7 @@ class ChainDrafter(DraftLMDrafter):
         if k < 1:
             self.slots = {}
             return super(DraftLMDrafter, self).propose(committed, remaining)
-        logits = self.feed_pending(committed)
+        logits = self.feed_pending(committed).logits
         toks, qs, props, dists, forwards = [], [], {}, {}, 1
         for i in range(k):
             dists[i] = warp(logits, self.sampling)

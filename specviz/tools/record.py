@@ -17,7 +17,7 @@ from specviz.app.session import (
     run_to_end,
 )
 from specviz.core.args import positive
-from specviz.core.config import ModelConfig, RunConfig
+from specviz.core.config import DRAFTERS, ModelConfig, RunConfig
 from specviz.core.trace import GenerationTrace
 
 
@@ -27,10 +27,11 @@ def record(
     max_new_tokens: int = RunConfig().max_new_tokens,
     dtype: str = ModelConfig().dtype,
     copy: bool = RunConfig().copy,
+    drafter: str = RunConfig().drafter,
 ) -> GenerationTrace:
     """Decode the first example prompt with `method` on the default pair and write a trace file (with baseline)."""
     prompt, model = example_prompts()[0], model_config(DEFAULT_PAIR, dtype)
-    run = RunConfig(method=method, max_new_tokens=max_new_tokens, copy=copy)
+    run = RunConfig(method=method, max_new_tokens=max_new_tokens, copy=copy, drafter=drafter)
     trace = run_to_end(prompt, run, model)
     Path(out).write_text(dump(trace, baseline(prompt, run, model)), encoding="utf-8")
     return trace
@@ -43,7 +44,10 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=positive(int), default=RunConfig().max_new_tokens)
     ap.add_argument("--dtype", default=ModelConfig().dtype)
     ap.add_argument("--copy", action="store_true", help="also copy from the context (RunConfig.copy)")
+    ap.add_argument(
+        "--drafter", choices=DRAFTERS, default=RunConfig().drafter, help="eagle, the standalone draft (model) or auto"
+    )
     a = ap.parse_args(argv)
-    t = record(a.method, a.out, a.max_new_tokens, a.dtype, a.copy)
+    t = record(a.method, a.out, a.max_new_tokens, a.dtype, a.copy, a.drafter)
     print(f"{a.out}: {len(t.output_ids)} tokens in {len(t.rounds)} rounds, {t.total_ms / 1e3:.1f} s")
     return 0

@@ -19,16 +19,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from specviz.analysis.compare import Comparison, Pairing, compare
-from specviz.analysis.promptset import (
-    PromptRun,
-    RunSet,
-    pool,
-    pooled,
-    position_acceptance,
-    prompt_rows,
-    read_runset,
-    worst_prompts,
-)
+from specviz.analysis.promptset import pooled, position_acceptance, prompt_rows, worst_prompts
+from specviz.analysis.runset import PromptRun, RunSet, pool, read_runset
 from specviz.core.args import output_file, positive
 from specviz.core.output import replacing
 from specviz.viz.promptset import ab_figure, disagreement_html, set_figures, token_chip

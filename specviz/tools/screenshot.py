@@ -46,7 +46,14 @@ def serve(dtype: str = DTYPE) -> str:
     session.warm_up(session.model_config(session.DEFAULT_PAIR, dtype))
     demo = ui.build_ui().queue(default_concurrency_limit=4, max_size=64)
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **ui.launch_options())
+    demo.launch(
+        server_name="127.0.0.1",
+        server_port=port,
+        prevent_thread_lock=True,
+        quiet=True,
+        mcp_server=session.mcp(),
+        **ui.launch_options(),
+    )
     return f"http://127.0.0.1:{port}/"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from specviz.train.prompts import COUNTRIES, LANGS, PEOPLE, PERSONAS
+from specviz.train.wordlists import COUNTRIES, LANGS, PEOPLE, PERSONAS
 
 WORD_TEMPLATES = [
     "Tell me about {a}.",

@@ -11,13 +11,13 @@ Loss per batch, two passes over the same tokens:
 2. inputs f^_{t-1} of pass 1 (detached): the same loss. At inference the second and later drafted tokens
    read the drafter's own features; training on them is what keeps acceptance up past the first token.
 Init: the shipped standalone draft's layer and norm (fc = [I | 0] makes the drafter start as that draft).
+The target's features: `eagle_features.py`; the drafter's weights on disk: `eagle_weights.py`.
 Held-out evaluation and the model card: `eagle_eval.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import time
@@ -27,15 +27,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
-from tqdm import tqdm
+from safetensors.torch import load_file
 
 from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
 from specviz.core.config import LookupConfig, ModelConfig
-from specviz.models import direct
 from specviz.models.eagle import (
     COPY_KEY,
-    FC_KEY,
     TAPS_KEY,
     add_copy_input,
     add_feature_taps,
@@ -51,52 +48,13 @@ from specviz.models.eagle import (
 from specviz.models.loading import load_pair
 from specviz.train.answers import ANSWERS, ANSWERS_HELP
 from specviz.train.config import DraftTrainConfig, EagleTrainConfig
-from specviz.train.data import Distill, batches, merge
+from specviz.train.data import Distill, merge
 from specviz.train.draft import HEAD_KEY, batch_plan, context_head, distill_loss
 from specviz.train.draft_run import broad_data, distillation_data, fixed_data, real_data, self_data
 from specviz.train.eagle_eval import run_eval, write_card
+from specviz.train.eagle_features import digest, digest_file, target_features
+from specviz.train.eagle_weights import init_from_draft, own_params, save_eagle
 from specviz.train.loop import adamw, optimise, resume
-
-# -- data --------------------------------------------------------------------------------------
-
-
-@torch.inference_mode()
-def target_features(
-    target_model, data: Distill, path: Path, batch_tokens: int = 4096, taps: tuple[int, ...] = ()
-) -> torch.Tensor:
-    """(N, H (1 + m)) bf16: the target's post-norm last hidden state f at every token of `data` and, for each tap
-    k, u^k = its final norm over the output of its first k layers (`models.eagle.add_feature_taps`); each block
-    cached at its own path (`path`, then `path` with `-u<k>`), so drafters with other taps share f."""
-    paths = [path] + [path.with_name(f"{path.stem}-u{k}{path.suffix}") for k in taps]
-    if all(p.exists() for p in paths):
-        return torch.cat([load_file(str(p))["features"] for p in paths], 1)
-    base = target_model.get_decoder()
-    lens = (data.starts[1:] - data.starts[:-1]).tolist()
-    H = target_model.config.hidden_size
-    out = torch.zeros(len(data.tokens), H * len(paths), dtype=torch.bfloat16)
-    for g in tqdm(batches(lens, len(lens), batch_tokens), desc="target features (batches)"):
-        L = max(lens[s] for s in g)
-        x = torch.zeros(len(g), L, dtype=torch.long)
-        for b, s in enumerate(g):
-            x[b, : lens[s]] = data.sequence(s)[0]
-        h = direct.with_taps(base, base(input_ids=x, output_hidden_states=bool(taps)), taps)  # right padding: unseen
-        for b, s in enumerate(g):
-            out[data.starts[s] : data.starts[s + 1]] = h[b, : lens[s]].to(torch.bfloat16)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for i, p in enumerate(paths):
-        if not p.exists():
-            save_file({"features": out[:, i * H : (i + 1) * H].contiguous()}, str(p.with_suffix(".tmp")))
-            p.with_suffix(".tmp").rename(p)
-    return out
-
-
-def digest_file(path: Path) -> str:
-    return hashlib.sha1(path.read_bytes()).hexdigest()[:8]
-
-
-def digest(data: Distill) -> str:
-    return hashlib.sha1(data.tokens.numpy().tobytes() + data.starts.numpy().tobytes()).hexdigest()[:10]
-
 
 # -- loss --------------------------------------------------------------------------------------
 
@@ -180,10 +138,6 @@ def agreement(
     return hit1 / max(tot, 1), hit2 / max(tot, 1)
 
 
-def own_params(model) -> dict[str, torch.nn.Parameter]:
-    return {n: p for n, p in model.named_parameters() if p.requires_grad}
-
-
 def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ckpt: Path, on_checkpoint=None):
     """AdamW on the drafter's own weights (fc, its layer, norm) through train/loop.py; the held-out figures are
     teacher-forced agreement with exact and with its own predicted features."""
@@ -217,40 +171,6 @@ def train(model, data, feats, held, held_feats, ids_v, cfg: EagleTrainConfig, ck
     return optimise(
         model, params, opt, cfg, progress, ckpt, one_step, held_out, "eagle train", on_checkpoint, {"noise": gen}
     )
-
-
-# -- shipping ------------------------------------------------------------------------------------
-
-
-def save_eagle(model, ids_v: torch.Tensor, folder: Path) -> Path:
-    """config.json + eagle.safetensors (fc, layer, norm in bf16; head ids); embeddings stay the target's."""
-    folder.mkdir(parents=True, exist_ok=True)
-    cfg = model.config.__class__.from_dict(model.config.to_dict())
-    cfg.dtype = "bfloat16"
-    cfg.save_pretrained(folder)
-    t = {n: p.detach().to(torch.bfloat16).contiguous() for n, p in own_params(model).items()}
-    H = model.config.hidden_size
-    fc = own_params(model)[FC_KEY].detach().clone()
-    fc[:, H : 2 * H] *= getattr(model, "eagle_feature_scale", 1.0)  # fold the training-time input scale
-    t[FC_KEY] = fc.to(torch.bfloat16).contiguous()
-    t[HEAD_KEY] = ids_v.long().contiguous()
-    tmp = folder / "eagle.safetensors.tmp"
-    save_file(t, str(tmp), metadata={"format": "specviz-eagle"})
-    tmp.rename(folder / "eagle.safetensors")
-    return folder / "eagle.safetensors"
-
-
-def init_from_draft(model, draft_folder: Path) -> torch.Tensor:
-    """Copy the standalone draft's layer and norm into the drafter; return its head ids."""
-    state = load_file(str(Path(draft_folder) / "draft.safetensors"))
-    ids_v = state.pop(HEAD_KEY)
-    own = {k: v.float() for k, v in state.items() if k.startswith("model.layers.0.") or k == "model.norm.weight"}
-    wanted = {n for n in own_params(model) if n == "model.norm.weight" or n.startswith("model.layers.0.")}
-    missing = wanted - set(own)  # a drafter's later layers start as identities (build_eagle)
-    if missing:
-        raise ValueError(f"the draft in {draft_folder} lacks {sorted(missing)}")
-    model.load_state_dict(own, strict=False)
-    return ids_v
 
 
 # -- command ---------------------------------------------------------------------------------------

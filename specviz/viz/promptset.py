@@ -13,7 +13,6 @@ import plotly.graph_objects as go
 from specviz.analysis.compare import Comparison
 from specviz.analysis.promptset import (
     PROB_EDGES,
-    RunSet,
     binned,
     context_snippet,
     disagreements,
@@ -28,6 +27,7 @@ from specviz.analysis.promptset import (
     sibling_rank_acceptance,
     worst_prompts,
 )
+from specviz.analysis.runset import RunSet
 from specviz.viz.run import GRID, PHASES
 from specviz.viz.style import PALETTE, PHASE_COLORS, base_layout, bin_markers, placeholder, show_token
 

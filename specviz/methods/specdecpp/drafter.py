@@ -36,12 +36,19 @@ class SpecDecPPDrafter(DraftLMDrafter):
     threshold and the stop reason.
     """
 
-    record = True  # keep the head's scalar inputs per step in Proposal.info (RoundTrace.head_inputs)
-
     def __init__(
-        self, lm, sampling, rng, head: AcceptanceHead, cfg: SpecDecPPConfig = SpecDecPPConfig(), eos_ids=frozenset()
+        self,
+        lm,
+        sampling,
+        rng,
+        head: AcceptanceHead,
+        cfg: SpecDecPPConfig = SpecDecPPConfig(),
+        eos_ids=frozenset(),
+        *,
+        record: bool = True,
     ):
         super().__init__(lm, sampling, rng, eos_ids)
+        self.record = record  # keep the head's scalar inputs per step in Proposal.info (RoundTrace.head_inputs)
         hidden = lm.config.hidden_size
         if head.hidden_size != hidden:
             raise ValueError(f"the acceptance head expects hidden size {head.hidden_size}, the draft has {hidden}")
@@ -64,12 +71,12 @@ class SpecDecPPDrafter(DraftLMDrafter):
                 DraftTree((committed[-1],), (-1,), (1.0,)),
                 info={**info, "accept_probs": (), "stop_probs": (), "stop_reason": "budget"},
             )
-        logits = self.feed_pending(committed)
+        logits, hidden = self.feed_pending(committed)  # hidden: the draft's state that produced `logits`
         if self.index is not None:
             self.index.sync(committed)
         tent = self.target_entropy()
         toks, qs, rows, props, dists, factors, stops = [], [], [], {}, {}, [], []
-        cum, hidden, reason = 1.0, self._last_hidden, None  # hidden: the draft's state that produced `logits`
+        cum, reason = 1.0, None
         while reason is None:
             node = len(toks)  # the parent of the candidate drawn now
             q = dists[node] = warp(logits, self.sampling)

@@ -30,6 +30,7 @@ import heapq
 from specviz.core.config import DySpecConfig, LookupConfig
 from specviz.methods.base import Drafter, Proposal
 from specviz.methods.trees.grow import TreeDrafter
+from specviz.methods.trees.growing import GrowingTree
 
 
 class DySpecDrafter(TreeDrafter):
@@ -44,9 +45,12 @@ class DySpecDrafter(TreeDrafter):
         eos_ids=frozenset(),
         lookup: LookupConfig | None = None,
         curve: dict | None = None,
+        *,
+        record_frontier: int = 0,
     ):
         super().__init__(lm, sampling, rng, eos_ids)
         self.cfg, self.lookup, self.curve = cfg, lookup, curve
+        self.record_frontier = record_frontier  # the best slots at each growth step, for the replay
         self.value_temperature = cfg.draft_temperature
         self.max_children = cfg.budget
 
@@ -55,78 +59,78 @@ class DySpecDrafter(TreeDrafter):
         if depth < 1:
             self.slots = {}
             return Drafter.propose(self, committed, remaining)
-        self.start(committed, depth, copy_depth=remaining - 1)
+        tree = self.start(committed, depth, copy_depth=remaining - 1)
         if self.cfg.level_threshold > 0:
-            self._grow_levels(self.cfg.level_threshold)
+            self._grow_levels(tree, self.cfg.level_threshold)
         else:
-            self._grow_heap()
-        self.extend_copies()
-        return self.proposal()
+            self._grow_heap(tree)
+        self.extend_copies(tree)
+        return self.proposal(tree)
 
-    def _grow_heap(self) -> None:
+    def _grow_heap(self, tree: GrowingTree) -> None:
         """Algorithm 1: pop the most valuable slot, draw one token there, push its sibling and child slots.
 
         A copy slot (lookup on) competes in the same heap; taking it needs no draft forward."""
-        heap, seq = [(-self.w[0] * self.mass(0), 0, 0, False)], 1  # (-v, insertion order, node, copy slot?)
-        if self.copy_value(0) > 0:
-            heap.append((-self.copy_value(0), 1, 0, True))
+        heap, seq = [(-tree.w[0] * tree.mass(0), 0, 0, False)], 1  # (-v, insertion order, node, copy slot?)
+        if tree.copy_value(0) > 0:
+            heap.append((-tree.copy_value(0), 1, 0, True))
             seq = 2
         pending: list[int] = []  # created, expandable, not yet run by the draft
-        while heap and self.n_drafted < self.cfg.budget:
-            seen = self.note_frontier(heap)
+        while heap and tree.n_drafted < self.cfg.budget:
+            seen = self.note_frontier(tree, heap)
             _, _, u, is_copy = heapq.heappop(heap)
             if is_copy:
-                c = self.copy(u)
+                c = tree.copy(u)
             else:
-                if not self.computed(u):
-                    self.compute(pending)  # u is among them
+                if not tree.computed(u):
+                    self.compute(tree, pending)  # u is among them
                     pending = []
-                if self.mass(u) <= 0:
+                if tree.mass(u) <= 0:
                     continue
-                c = self.draw(u)
+                c = tree.draw(u)
             if seen is not None:
-                self.steps.append(seen)
+                tree.steps.append(seen)
             if not is_copy:
-                v_sibling = self.w[u] * self.mass(u)
+                v_sibling = tree.w[u] * tree.mass(u)
                 if v_sibling > 0:
                     heapq.heappush(heap, (-v_sibling, seq, u, False))
-            if self.copy_value(c) > 0:
-                heapq.heappush(heap, (-self.copy_value(c), seq + 1, c, True))
-            if self.expandable(c):
-                heapq.heappush(heap, (-self.w[c], seq + 2, c, False))
+            if tree.copy_value(c) > 0:
+                heapq.heappush(heap, (-tree.copy_value(c), seq + 1, c, True))
+            if tree.expandable(c):
+                heapq.heappush(heap, (-tree.w[c], seq + 2, c, False))
                 pending.append(c)
             seq += 3
 
-    def _grow_levels(self, t: float) -> None:
+    def _grow_levels(self, tree: GrowingTree, t: float) -> None:
         """Algorithm 2: per depth level, draw at every slot worth >= t (best first), then one draft forward.
 
         Copy slots worth >= t are taken in the level where they appear (they need no forward), so a whole
         copied chain can join in the first level."""
         frontier = [0]
-        while frontier and self.n_drafted < self.cfg.budget:
-            heap = [(-self.w[u] * self.mass(u), i, u, False) for i, u in enumerate(frontier) if self.mass(u) > 0]
-            heap += [(-self.copy_value(u), -1 - i, u, True) for i, u in enumerate(frontier) if self.copy_value(u) >= t]
+        while frontier and tree.n_drafted < self.cfg.budget:
+            heap = [(-tree.w[u] * tree.mass(u), i, u, False) for i, u in enumerate(frontier) if tree.mass(u) > 0]
+            heap += [(-tree.copy_value(u), -1 - i, u, True) for i, u in enumerate(frontier) if tree.copy_value(u) >= t]
             heapq.heapify(heap)
             seq, new = len(frontier), []
-            while heap and self.n_drafted < self.cfg.budget:
-                seen = self.note_frontier(heap)
+            while heap and tree.n_drafted < self.cfg.budget:
+                seen = self.note_frontier(tree, heap)
                 _, _, u, is_copy = heapq.heappop(heap)
                 if seen is not None:
-                    self.steps.append(seen)
+                    tree.steps.append(seen)
                 if is_copy:
-                    c = self.copy(u)
-                    if self.copy_value(c) >= t:
-                        heapq.heappush(heap, (-self.copy_value(c), seq, c, True))
+                    c = tree.copy(u)
+                    if tree.copy_value(c) >= t:
+                        heapq.heappush(heap, (-tree.copy_value(c), seq, c, True))
                         seq += 1
                 else:
-                    c = self.draw(u)
-                    v_sibling = self.w[u] * self.mass(u)
+                    c = tree.draw(u)
+                    v_sibling = tree.w[u] * tree.mass(u)
                     if v_sibling >= t:
                         heapq.heappush(heap, (-v_sibling, seq, u, False))
                         seq += 1
-                if self.expandable(c) and self.w[c] >= t:
+                if tree.expandable(c) and tree.w[c] >= t:
                     new.append(c)
-            if not new or self.n_drafted >= self.cfg.budget:
+            if not new or tree.n_drafted >= self.cfg.budget:
                 return
-            self.compute(new)
+            self.compute(tree, new)
             frontier = new

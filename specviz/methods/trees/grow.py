@@ -1,4 +1,4 @@
-"""Growing a draft token tree with a draft LM: the node bookkeeping shared by DySpec and the static trees.
+"""Growing a draft token tree with a draft LM, shared by DySpec and the static trees; the tree is a `GrowingTree`.
 
 Notation (DySpec, Xiong et al. 2024, App. D): ``D[u]`` is the warped draft distribution after node u,
 the proposal u's children are drawn from, without replacement; ``R[u]`` is what is left of it after
@@ -39,6 +39,7 @@ from specviz.core.sampling import warp
 from specviz.core.trace import DraftTree
 from specviz.methods.base import DraftLMDrafter, Proposal
 from specviz.methods.lookup.plan import best_extension, calibrated, plan
+from specviz.methods.trees.growing import GrowingTree
 
 
 def draw_order(
@@ -70,8 +71,10 @@ def draw_order(
 class TreeDrafter(DraftLMDrafter):
     """A `DraftLMDrafter` that grows one token tree per round; subclasses decide where to draw next.
 
-    `max_children` caps the draws any node can get in one round (the budget, or a shape's widest node):
-    each computed node's drawing order is prepared that far in one vectorised step.
+    `start` makes the round's `GrowingTree`; the draft forwards that fill in its distributions, the copies past
+    the budget and the final `Proposal` take it. `max_children` caps the draws any node can get in one round (the
+    budget, or a shape's widest node): each computed node's drawing order is prepared that far in one vectorised
+    step.
     """
 
     value_temperature: float | None = None  # greedy runs only: temperature of the D that sets q and node values
@@ -80,181 +83,121 @@ class TreeDrafter(DraftLMDrafter):
     curve: dict | None = None  # the target's verify curve: copies past the budget (lookup.extend_to)
     index: NgramIndex | None = None
     record_frontier: int = 0  # growers that choose where to draw: keep this many best slots per step (0: none)
-    copy_rating: tuple[float, float] | None = None  # this round's first copy: (its prior, the draft's probability)
+    last_tree: GrowingTree | None = None  # the tree `start` made last
 
     def begin(self, prompt_ids):
         super().begin(prompt_ids)
         self.index = NgramIndex(self.lookup.max_ngram) if self.lookup else None
 
-    def start(self, committed: Sequence[int], max_depth: int, copy_depth: int | None = None) -> None:
-        """Feed the committed tokens the draft has not seen and make the root (the last committed token).
-        `copy_depth`: how deep copied nodes may go past the budget (default `max_depth`)."""
-        logits = self.feed_pending(committed)
-        self.max_depth = max_depth
-        self.tokens, self.parents, self.q, self.depth, self.w = [committed[-1]], [-1], [1.0], [0], [1.0]
-        self.D: dict[int, torch.Tensor] = {}
-        self.order: dict[int, tuple[list[int], list[float]]] = {}  # node -> its drawing order (tokens, D)
-        self.drawn: dict[int, int] = {}  # node -> children drawn so far
-        self.left: dict[int, float] = {}  # node -> sum(R[u])
-        self.scale: dict[int, float] = {}  # node -> draft mass left after removing its copy
-        self.copied: set[int] = set()
-        self.added: list[int] = []  # nodes in the order they joined the tree
-        self.steps: list[list] = []  # per added node, the best slots competing when it was drawn (record_frontier)
-        self.copy_at: dict[int, int] = {}  # node -> j: the token copy_toks[j] copies under it
-        self.open_copy: int | None = None  # the one node whose copy slot is open
-        self.copy_toks, self.copy_alpha = [], []
-        if self.index is not None:
-            self.copy_toks, self.copy_alpha = plan(
-                self.index,
-                committed,
-                self.lookup,
-                copy_depth or max_depth,
-                self.eos_ids,
-                not self.sampling.greedy,
-                extend=self.curve is not None,
-            )
-            if self.copy_toks:
-                self.copy_at[0], self.open_copy = 0, 0
-        self.draft_forwards = 1
-        self._set_dists([0], logits[None])
-        # (prior, the draft's probability) of the first copied token: what `specviz copy-calibration` fits
-        self.copy_rating = (self.copy_alpha[0], 1.0 - self.scale[0]) if self.copy_toks else None
-        if self.copy_rating and self.sampling.greedy and self.lookup.draft_rated:
-            self.copy_alpha = calibrated(self.copy_alpha, self.copy_rating[1])
+    @property
+    def copy_rating(self) -> tuple[float, float] | None:
+        """The latest round's first copy: (its prior, the draft's probability); None without one."""
+        return self.last_tree.copy_rating if self.last_tree is not None else None
 
     @property
-    def n_drafted(self) -> int:
-        return len(self.tokens) - 1
+    def copy_toks(self) -> list[int]:
+        """The tokens the latest round could copy, in chain order."""
+        return self.last_tree.copy_toks if self.last_tree is not None else []
 
-    def computed(self, u: int) -> bool:
-        return u in self.D
+    def start(self, committed: Sequence[int], max_depth: int, copy_depth: int | None = None) -> GrowingTree:
+        """Feed the committed tokens the draft has not seen and make the round's tree: the root (the last committed
+        token), its draft distribution computed. `copy_depth`: how deep copied nodes may go past the budget (default
+        `max_depth`)."""
+        logits = self.feed_pending(committed).logits
+        copy_limit = self.lookup.k if self.lookup else 0
+        tree = GrowingTree([committed[-1]], max_depth, frozenset(self.eos_ids), copy_limit, draft_forwards=1)
+        if self.index is not None:
+            tree.open_copies(
+                *plan(
+                    self.index,
+                    committed,
+                    self.lookup,
+                    copy_depth or max_depth,
+                    self.eos_ids,
+                    not self.sampling.greedy,
+                    extend=self.curve is not None,
+                )
+            )
+        self._set_dists(tree, [0], logits[None])
+        # (prior, the draft's probability) of the first copied token: what `specviz copy-calibration` fits
+        tree.copy_rating = (tree.copy_alpha[0], 1.0 - tree.scale[0]) if tree.copy_toks else None
+        if tree.copy_rating and self.sampling.greedy and self.lookup.draft_rated:
+            tree.copy_alpha = calibrated(tree.copy_alpha, tree.copy_rating[1])
+        self.last_tree = tree
+        return tree
 
-    def copy_value(self, u: int) -> float:
-        """Value of the copy slot at u (0 when u has none): the prior that the copy chain is accepted that far,
-        or the draft's own value of that token where the draft has computed u and rates it higher."""
-        if u != self.open_copy or not self.expandable(u) or len(self.copied) >= self.lookup.k:
-            return 0.0
-        v = self.copy_alpha[self.copy_at[u]]
-        if u in self.scale:
-            v = max(v, self.w[u] * (1.0 - self.scale[u]))
-        return v
-
-    def copy(self, u: int, v: float | None = None) -> int:
-        """Turn u's copy slot (copy_value(u) > 0, or value v) into a copied node; returns the new node id."""
-        v = self.copy_value(u) if v is None else v
-        j = self.copy_at[u]
-        self.tokens.append(self.copy_toks[j])
-        self.parents.append(u)
-        self.q.append(1.0)
-        self.depth.append(self.depth[u] + 1)
-        self.w.append(v)
-        c = len(self.tokens) - 1
-        self.added.append(c)
-        self.copied.add(c)
-        self.open_copy = None
-        if j + 1 < len(self.copy_toks):
-            self.copy_at[c], self.open_copy = j + 1, c
-        return c
-
-    def mass(self, u: int) -> float:
-        """Draft mass not yet drawn at u; 0 once no draw is left (D's support, or `max_children`, used up)."""
-        return self.left[u] if self.drawn[u] < len(self.order[u][0]) else 0.0
-
-    def extend_copies(self) -> None:
+    def extend_copies(self, tree: GrowingTree) -> None:
         """Past the budget: copy on from the open copy slot while the expected tokens per verify millisecond
         rise on this device's verify curve (`lookup.best_extension`); no draft forward is needed.
         Node values stand in for acceptance probabilities, as everywhere in the tree."""
-        u = self.open_copy
-        if self.curve is None or u is None or self.tokens[u] in self.eos_ids:
+        u = tree.open_copy
+        if self.curve is None or u is None or tree.tokens[u] in self.eos_ids:
             return
-        j = self.copy_at[u]
-        room = min(self.lookup.extend_to - len(self.copied), len(self.copy_toks) - j)
-        alphas = self.copy_alpha[j : j + max(0, room)]
-        for a in alphas[: best_extension(1 + sum(self.w[1:]), len(self.tokens), alphas, self.curve)]:
+        j = tree.copy_at[u]
+        room = min(self.lookup.extend_to - len(tree.copied), len(tree.copy_toks) - j)
+        alphas = tree.copy_alpha[j : j + max(0, room)]
+        for a in alphas[: best_extension(1 + sum(tree.w[1:]), len(tree.tokens), alphas, self.curve)]:
             if self.record_frontier:
-                self.steps.append([[u, round(a, 6), True]])  # past the budget the copy slot is the only one
-            u = self.copy(u, a)
+                tree.steps.append([[u, round(a, 6), True]])  # past the budget the copy slot is the only one
+            u = tree.copy(u, a)
 
-    def expandable(self, c: int) -> bool:
-        """May c get children: not EOS, and not at the depth limit of this round."""
-        return self.tokens[c] not in self.eos_ids and self.depth[c] < self.max_depth
-
-    def draw(self, u: int) -> int:
-        """Draw the next child of u (u computed, mass(u) > 0); returns the new node id."""
-        toks, probs = self.order[u]
-        j = self.drawn[u]
-        y, d = toks[j], probs[j]
-        self.drawn[u] = j + 1
-        self.left[u] = max(0.0, self.left[u] - d * self.scale[u])
-        self.tokens.append(y)
-        self.parents.append(u)
-        self.q.append(d)
-        self.depth.append(self.depth[u] + 1)
-        self.w.append(self.w[u] * d * self.scale[u])
-        self.added.append(len(self.tokens) - 1)
-        return len(self.tokens) - 1
-
-    def compute(self, nodes: Sequence[int]) -> None:
+    def compute(self, tree: GrowingTree, nodes: Sequence[int]) -> None:
         """Draft forwards over `nodes`: sets D, drawing orders and slots. One forward when their parents are
         computed (always, for drawn nodes); a copied chain whose nodes hang off each other takes one per link,
         because a feature drafter reads each node's parent output."""
-        nodes = [c for c in nodes if not self.computed(c)]
+        nodes = [c for c in nodes if not tree.computed(c)]
         while nodes:
-            ready = [c for c in nodes if self.computed(self.parents[c])]
-            self._compute(ready)
-            nodes = [c for c in nodes if not self.computed(c)]
+            ready = [c for c in nodes if tree.computed(tree.parents[c])]
+            self._compute(tree, ready)
+            nodes = [c for c in nodes if not tree.computed(c)]
 
-    def _compute(self, nodes: list[int]) -> None:
+    def _compute(self, tree: GrowingTree, nodes: list[int]) -> None:
         past, root_slot = self.lm.length, self.slots[0]
         visible = torch.zeros(len(nodes), past, dtype=torch.bool)  # (n, past)
         visible[:, : root_slot + 1] = True
         for i, c in enumerate(nodes):
-            a = self.parents[c]
+            a = tree.parents[c]
             while a > 0:
                 visible[i, self.slots[a]] = True
-                a = self.parents[a]
-        out = self.lm.forward([self.tokens[c] for c in nodes], parents=[-1] * len(nodes), visible=visible)
-        self.draft_forwards += 1
+                a = tree.parents[a]
+        out = self.lm.forward([tree.tokens[c] for c in nodes], parents=[-1] * len(nodes), visible=visible)
+        tree.draft_forwards += 1
         for i, c in enumerate(nodes):
             self.slots[c] = past + i
-        self._set_dists(nodes, out.logits)
+        self._set_dists(tree, nodes, out.logits)
 
-    def _set_dists(self, nodes: list[int], logits: torch.Tensor) -> None:
+    def _set_dists(self, tree: GrowingTree, nodes: list[int], logits: torch.Tensor) -> None:
         t = self.value_temperature if self.sampling.greedy else None
         D = warp(logits, self.sampling, temperature=t)  # (n, V)
         scale = [1.0] * len(nodes)
         for i, u in enumerate(nodes):  # the token u copies, or may copy, leaves u's draws
-            j = self.copy_at.get(u)
+            j = tree.copy_at.get(u)
             if j is not None:
-                y = self.copy_toks[j]
+                y = tree.copy_toks[j]
                 scale[i] = max(0.0, 1.0 - float(D[i, y]))
                 D[i, y] = 0.0
                 if scale[i] > 0:
                     D[i] /= D[i].sum()
         toks, probs = draw_order(D, self.max_children, self.rng, self.sampling.greedy, self.lm.support)
         for i, u in enumerate(nodes):
-            self.D[u] = D[i]
-            self.order[u] = (toks[i], probs[i]) if scale[i] > 0 else ([], [])
-            self.drawn[u] = 0
-            self.scale[u] = scale[i]
-            self.left[u] = scale[i]
+            tree.set_dist(u, D[i], (toks[i], probs[i]) if scale[i] > 0 else ([], []), scale[i])
 
-    def note_frontier(self, heap: list[tuple]) -> list | None:
+    def note_frontier(self, tree: GrowingTree, heap: list[tuple]) -> list | None:
         """The best `record_frontier` slots of a grower's heap of (-value, order, node, copy slot?), best first, as
         [node, value, copy slot?]; slots whose draws are used up are left out. None when not recording."""
         if not self.record_frontier:
             return None
-        live = (e for e in sorted(heap) if e[3] or not self.computed(e[2]) or self.mass(e[2]) > 0)
+        live = (e for e in sorted(heap) if e[3] or not tree.computed(e[2]) or tree.mass(e[2]) > 0)
         return [[u, round(-v, 6), bool(copy)] for v, _, u, copy in islice(live, self.record_frontier)]
 
-    def proposal(self) -> Proposal:
+    def proposal(self, tree: GrowingTree) -> Proposal:
         """The grown tree; at T > 0 also D at every node that has children (what the verifier needs); the draft
         distribution at every node that has children, and the tree's growth (order, node values, frontier)."""
-        tree = DraftTree(tuple(self.tokens), tuple(self.parents), tuple(self.q))
-        drew = {self.parents[c] for c in range(1, len(self.tokens)) if c not in self.copied}
-        props = {} if self.sampling.greedy else {u: self.D[u] for u in sorted(drew)}
-        growth = {"expand_order": tuple(self.added), "values": tuple(round(w, 6) for w in self.w)}
-        if self.record_frontier and len(self.steps) == len(self.added):
-            growth["frontier"] = tuple(self.steps)
-        dists = {u: self.D[u] for u in sorted(drew)}
-        return Proposal(tree, props, self.draft_forwards, copied=frozenset(self.copied), dists=dists, growth=growth)
+        draft = DraftTree(tuple(tree.tokens), tuple(tree.parents), tuple(tree.q))
+        drew = {tree.parents[c] for c in range(1, len(tree.tokens)) if c not in tree.copied}
+        props = {} if self.sampling.greedy else {u: tree.D[u] for u in sorted(drew)}
+        growth = {"expand_order": tuple(tree.added), "values": tuple(round(w, 6) for w in tree.w)}
+        if self.record_frontier and len(tree.steps) == len(tree.added):
+            growth["frontier"] = tuple(tree.steps)
+        dists = {u: tree.D[u] for u in sorted(drew)}
+        return Proposal(draft, props, tree.draft_forwards, copied=frozenset(tree.copied), dists=dists, growth=growth)

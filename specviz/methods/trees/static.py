@@ -36,22 +36,22 @@ class StaticTreeDrafter(TreeDrafter):
         if remaining < 2 or len(self.shape) == 1:
             self.slots = {}
             return Drafter.propose(self, committed, remaining)
-        self.start(committed, remaining - 1)
+        tree = self.start(committed, remaining - 1)
         frontier = [(0, 0)]  # (shape node, tree node)
         while frontier:
-            todo = [t for _, t in frontier if not self.computed(t)]
+            todo = [t for _, t in frontier if not tree.computed(t)]
             if todo:
-                self.compute(todo)  # one draft forward per level
+                self.compute(tree, todo)  # one draft forward per level
             nxt = []
             for s, t in frontier:
                 for sc in self.kids[s]:
-                    if self.mass(t) <= 0:  # the draft's support is exhausted
+                    if tree.mass(t) <= 0:  # the draft's support is exhausted
                         break
-                    c = self.draw(t)
-                    if self.kids[sc] and self.expandable(c):
+                    c = tree.draw(t)
+                    if self.kids[sc] and tree.expandable(c):
                         nxt.append((sc, c))
             frontier = nxt
-        return self.proposal()
+        return self.proposal(tree)
 
 
 def kary(width: int, depth: int) -> list[int]:
