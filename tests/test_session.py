@@ -39,7 +39,7 @@ def _load_in_background(cfg):
 
     def work():
         try:
-            box["pair"] = session._pair(cfg)
+            box["pair"] = session.loaded(cfg)
         except FileNotFoundError as e:
             box["error"] = e
 
@@ -52,17 +52,17 @@ def _load_in_background(cfg):
 def test_a_slow_load_holds_up_no_run_on_the_loaded_pair(loaded, fail):
     default, gate, started, outcome = loaded
     outcome["fail"] = fail
-    default_pair = session._pair(default)
+    default_pair = session.loaded(default)
     custom = replace(default, target="/some/folder")
     t, box = _load_in_background(custom)
     assert started.wait(30)
     # mid-load: the loaded pair is served at once, and the decode lock is free
-    assert session._pair(default) is default_pair
+    assert session.loaded(default) is default_pair
     assert session._busy.acquire(timeout=1)
     session._busy.release()
     gate.set()
     t.join(30)
     if fail:  # a failed custom load leaves the default pair loaded
-        assert "error" in box and session._pair(default) is default_pair
+        assert "error" in box and session.loaded(default) is default_pair
     else:  # one pair in memory: the new one replaced the old once it had loaded
-        assert session._pair(custom) is box["pair"] and list(session._pairs) == [_resolved(custom)]
+        assert session.loaded(custom) is box["pair"] and list(session._pairs) == [_resolved(custom)]

@@ -116,7 +116,7 @@ def _hold(lock: threading.Lock = _busy, what: str = "the model is busy with othe
         lock.release()
 
 
-def _pair(cfg: ModelConfig):
+def loaded(cfg: ModelConfig):
     """The loaded pair for `cfg`. One pair is kept in memory: a new one loads under `_loading`, never `_busy`,
     so a slow load (a big model, a slow hub) does not hold up runs on the pair already loaded; the new pair
     replaces the old only once it has loaded, so a failed load leaves the old one serving. A run still
@@ -145,15 +145,10 @@ def no_collector():
             gc.enable()
 
 
-def loaded(cfg: ModelConfig):
-    """The pair the page runs for `cfg`, loaded once (the measuring tools decode on the same one)."""
-    return _pair(cfg)
-
-
 def warm_up(cfg: ModelConfig = PAIRS[DEFAULT_PAIR].model) -> None:
     """Load the default pair and run two tokens through it ahead of the first click (the first forwards
     of a fresh process are slow); run in a background thread at launch."""
-    pair = _pair(cfg)
+    pair = loaded(cfg)
     with _hold():
         for _ in iter_rounds(pair, encode_prompt(pair.tokenizer, "Hi"), RunConfig(max_new_tokens=2)):
             pass
@@ -164,7 +159,7 @@ def warm_up(cfg: ModelConfig = PAIRS[DEFAULT_PAIR].model) -> None:
 @gpu(duration=lambda prompt, run, model: seconds_for(run))
 def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[GenerationTrace]:
     """Decode `prompt` with `run.method`, yielding the trace so far after every verified round."""
-    pair = _pair(model)
+    pair = loaded(model)
     with _hold():
         ids = encode_prompt(pair.tokenizer, prompt)
         build, spent = TraceBuilder(pair, ids, run, prompt), 0.0

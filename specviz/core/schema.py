@@ -10,12 +10,12 @@ probabilities in [0, 1], and bounded sizes.
 
 from __future__ import annotations
 
-import math
+from dataclasses import fields, is_dataclass
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from specviz.core.config import MAX_NEW_TOKENS_LIMIT, MAX_RECORD_TOP, METHODS
+from specviz.core.config import MAX_NEW_TOKENS_LIMIT, MAX_RECORD_TOP, METHODS, RunConfig, SamplingConfig
 from specviz.core.prompts import MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS
 
 MAX_TREE_NODES = 257  # a budget of 256 drafted nodes and the root
@@ -172,24 +172,20 @@ class TraceFile(_Record):
         return self
 
 
-CONFIG_GROUPS = ("sampling", "chain", "heuristic", "specdecpp", "dyspec", "tree", "lookup")  # RunConfig's parts
-
-
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+CONFIG_GROUPS = tuple(f.name for f in fields(RunConfig) if is_dataclass(getattr(RunConfig(), f.name)))  # its parts
 
 
 def _check_config(config: dict) -> None:
-    """The run's settings as the viewers read them: each of RunConfig's parts an object, sampling's fields numbers."""
+    """The run's settings as the viewers read them: each of RunConfig's parts an object, the sampling settings the
+    ones `SamplingConfig` accepts."""
     for group in CONFIG_GROUPS:
         if group in config and not isinstance(config[group], dict):
             raise ValueError(f"config.{group} must be an object of settings, not {type(config[group]).__name__}")
-    sampling = config.get("sampling", {})
-    for name in ("temperature", "top_p", "top_k", "seed"):
-        if name in sampling and not _number(sampling[name]):
-            raise ValueError(f"config.sampling.{name} must be a number, got {sampling[name]!r}")
-    if not 0 <= sampling.get("temperature", 0) <= 100:
-        raise ValueError(f"config.sampling.temperature must lie in 0 .. 100, got {sampling['temperature']}")
+    known = {f.name for f in fields(SamplingConfig)}
+    try:
+        SamplingConfig(**{k: v for k, v in config.get("sampling", {}).items() if k in known})
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"config.sampling: {e}") from None
 
 
 def validate(d: object) -> TraceFile:

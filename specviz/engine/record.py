@@ -54,17 +54,16 @@ def describe(pair: Pair, run: RunConfig) -> dict:
 
 
 class TraceBuilder:
-    """A run's trace built as its rounds come: each round's new token ids labelled and its output text pieces
-    decoded once, the model description made once, so the trace after round n costs O(that round), not O(n)
-    (a page streaming a long run redraws it after every round)."""
+    """A run's trace built as its rounds come: each round's new token ids labelled once, the model description made
+    once, and the output's text pieces decoded from where the last trace left them (`Detokenizer`), so a page
+    streaming a long run pays for each round once, and a finished run's trace decodes its output once."""
 
     def __init__(self, pair: Pair, prompt_ids: Sequence[int], run: RunConfig, prompt_text: str = ""):
         self.pair, self.prompt_ids, self.run, self.prompt_text = pair, tuple(prompt_ids), run, prompt_text
-        self.models = describe(pair, run)
+        self.models, self.config = describe(pair, run), run.to_dict()
         self.rounds: list[RoundTrace] = []
         self.output: list[int] = []
         self.texts = token_texts(pair.tokenizer, self.prompt_ids)
-        self.pieces: list[str] = []
         self._detok = Detokenizer(pair.tokenizer) if pair.tokenizer is not None else None
 
     def add(self, rnd: RoundTrace) -> None:
@@ -72,15 +71,13 @@ class TraceBuilder:
         fresh = ids_in((), [rnd]) - self.texts.keys()
         self.texts.update(token_texts(self.pair.tokenizer, fresh))
         self.output += rnd.emitted
-        if self._detok is not None:
-            self.pieces = self._detok.pieces(self.output)
 
     def trace(self, total_ms: float) -> GenerationTrace:
         """The trace of the rounds so far."""
         out = self.output
         return GenerationTrace(
             method=self.run.method,
-            config=self.run.to_dict(),
+            config=self.config,
             prompt_ids=self.prompt_ids,
             output_ids=tuple(out),
             rounds=tuple(self.rounds),
@@ -89,7 +86,7 @@ class TraceBuilder:
             prompt_text=self.prompt_text,
             models=self.models,
             stop="eos" if out and out[-1] in self.pair.eos_ids else "length",
-            pieces=None if self._detok is None else tuple(self.pieces),
+            pieces=None if self._detok is None else tuple(self._detok.pieces(out)),
         )
 
 

@@ -16,8 +16,7 @@ from specviz.core.device import to_device
 from specviz.models.lm import LM
 
 PREFIX, TAIL = 8, 4  # the probe's prefix, then TAIL tokens as a chain beside a one-token sibling branch
-TOLERANCE = {torch.float32: 1e-4}  # relative to the largest logit; 8e-2 in the half types (rounding, kernels)
-HALF_TOLERANCE = 8e-2
+TOLERANCE, HALF_TOLERANCE = 1e-4, 8e-2  # relative to the largest logit: fp32; bf16 / fp16 (rounding, kernels)
 
 
 def probe_ids(vocab: int) -> list[int]:
@@ -49,7 +48,7 @@ def probe(lm: LM) -> float:
 def check(lm: LM, name: str = "the target") -> float:
     """`probe`, and a ValueError with a sentence where `LM` does not reproduce the model's own logits."""
     err = probe(lm)
-    tol = TOLERANCE.get(lm.dtype, HALF_TOLERANCE)
+    tol = TOLERANCE if lm.dtype == torch.float32 else HALF_TOLERANCE
     if not err <= tol:
         raise ValueError(
             f"{name} ({type(lm.model).__name__}) gives logits through specviz's forward that differ from its own "

@@ -89,16 +89,6 @@ class TreeDrafter(DraftLMDrafter):
         super().begin(prompt_ids)
         self.index = NgramIndex(self.lookup.max_ngram) if self.lookup else None
 
-    @property
-    def copy_rating(self) -> tuple[float, float] | None:
-        """The latest round's first copy: (its prior, the draft's probability); None without one."""
-        return self.last_tree.copy_rating if self.last_tree is not None else None
-
-    @property
-    def copy_toks(self) -> list[int]:
-        """The tokens the latest round could copy, in chain order."""
-        return self.last_tree.copy_toks if self.last_tree is not None else []
-
     def start(self, committed: Sequence[int], max_depth: int, copy_depth: int | None = None) -> GrowingTree:
         """Feed the committed tokens the draft has not seen and make the round's tree: the root (the last committed
         token), its draft distribution computed. `copy_depth`: how deep copied nodes may go past the budget (default
