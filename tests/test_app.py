@@ -365,10 +365,10 @@ def test_an_assistant_measures_a_run_through_the_mcp_endpoint():
     import asyncio
 
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client
 
     async def call():
-        async with streamablehttp_client(app_url() + "gradio_api/mcp/") as (read, write, _):
+        async with streamable_http_client(app_url() + "gradio_api/mcp/") as (read, write, _):
             async with ClientSession(read, write) as s:
                 await s.initialize()
                 tools = {t.name for t in (await s.list_tools()).tools}
