@@ -98,7 +98,7 @@ class SpecDecPPConfig:
     candidates. k_max = 6: larger ones tie (the threshold fires first), and 6 bounds a round's verify forward
     where the measured verify cost is still flat. k_min = 1 lets a head trained without the lag stop after
     one candidate. h, k_min and k_max were chosen by measurement on the shipped pair (`specviz sweep`):
-    docs/benchmarks.md#why-the-defaults, sweeps in assets/specdecpp/.
+    docs/benchmarks.md#why-the-defaults, sweeps in assets/bench/specdecpp/.
     """
 
     threshold: float = 0.8

@@ -14,7 +14,7 @@ what prompt lookup (specviz.methods.lookup) proposes after x_<=t, scaled by a le
     g_t = fc([e(x_t), f_{t-1}, a_n e(y_t)])   (fc: 3H -> H; y_t, n: the lookup's token and match length, a_0 = 0)
 
 One attention layer over [e(x_t), f_{t-1}] cannot form an induction head (a key holds x_(j+1) and f_j, not
-x_j), so without it the drafter misses most of the target's copies (assets/experiments/eagle-copy-input).
+x_j), so without it the drafter misses most of the target's copies (assets/bench/experiments/eagle-copy-input).
 The lookup reads the n-grams of the tokens the target has run (whole sequences in training, every
 position's own prefix) and the newest `len(a) - 1` tokens of the token's own path, drafted ones included.
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from specviz.core.assets import REPO
+from specviz.core.assets import TRAIN_ANSWERS
 from specviz.core.output import replacing
 
-ANSWERS = REPO / "assets" / "train-answers"  # committed answers files (none shipped yet: a stage writes them)
+ANSWERS = TRAIN_ANSWERS
 FORMAT = "specviz-answers/1"
 ANSWERS_HELP = (
     "where the target's answers are kept as token ids (default: assets/train-answers in the repository): a shard "

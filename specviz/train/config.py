@@ -31,7 +31,7 @@ class HeadTrainConfig:
     inputs: tuple[str, ...] = ("log_q", "greedy", "entropy", "log_top1", "log_top2", "depth", "copy_n", "copy_y")
     # the paper's one-step lag (AcceptanceHead, specviz.methods.specdecpp.stop_rule); False: each candidate is
     # scored before any forward over it, so a round can stop at one token. False chosen by measurement
-    # (assets/specdecpp/sweep-nolag.md, models/smollm2-eagle/README.md)
+    # (assets/bench/specdecpp/sweep-nolag.md, models/smollm2-eagle/README.md)
     lag: bool = False
     epochs: int = 8  # at most; the epoch with the least validation loss is kept
     lr: float = 1e-3
@@ -111,7 +111,7 @@ class EagleTrainConfig:
     distillation data, plus `broad_prompts` / `self_prompts` / `real_prompts` more. The defaults are the first
     stage's recipe; later stages continue a shipped drafter with `--warm-start` and other flags. The model card
     (models/smollm2-eagle/README.md) lists every stage, its command and what it added; experiments that were not
-    shipped are in assets/experiments/.
+    shipped are in assets/bench/experiments/.
     """
 
     steps: int = 200
@@ -134,7 +134,7 @@ class EagleTrainConfig:
     # n-grams up to LookupConfig's)
     context_vocab: bool = False  # the loss's q also covers each position's context (ModelConfig.context_vocab)
     copy_gain: float = 30.0  # a_n at the start: a larger gain makes Adam move the new zero block faster;
-    # 30 chosen by measurement (assets/experiments/eagle-copy-input)
+    # 30 chosen by measurement (assets/bench/experiments/eagle-copy-input)
     checkpoint_every: int = 25
     checkpoint_minutes: float = 5.0  # a checkpoint (no evaluation) at least this often, for a run cut short
     bf16: bool = False  # forward and backward under bf16 autocast (weights and Adam stay fp32); see train/loop.py
