@@ -175,3 +175,19 @@ def test_top_k_over_the_best_blocks_is_torchs_top_k(V):
         around = torch.topk(rows, min(k + 1, V), dim=-1).values  # the top and the next: no two equal, no choice
         untied = [i for i in range(4) if len(set(around[i].tolist())) == around.shape[1]]
         assert torch.equal(ids[untied], ref_ids[untied])
+
+
+def test_the_drafter_and_the_pair_describe_themselves(tiny_pair):
+    """The trace's model description is the pair's own and the drafter's own: the recorder adds nothing."""
+    pair = tiny_pair("random")
+    head = AcceptanceHead(pair.draft.config.hidden_size, 1, rng=make_rng(0))
+    head.card = {"lag": True, "reject_weight": 6.0, "heldout_auc": 0.8}
+    d = SpecDecPPDrafter(pair.draft, GREEDY, make_rng(0, TEST_DEVICE), head, SpecDecPPConfig(0.5, 1, 3))
+    run = RunConfig(method="specdecpp", max_new_tokens=4)
+    models = generate(pair, PROMPT, run, drafter=d).models
+    assert models == {**pair.describe(), **d.describe()}
+    assert models["drafter"] == "model" and models["acceptance_head"] == head.card
+    ar = generate(pair, PROMPT, RunConfig(method="ar", max_new_tokens=2)).models
+    assert ar["drafter"] == "none" and ar["vocab_size"] == pair.target.vocab_size
+    copying = generate(pair, PROMPT, RunConfig(method="chain", max_new_tokens=4, copy=True)).models
+    assert copying["drafter"] == "model"  # the copy switch describes the drafter inside it

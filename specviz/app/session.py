@@ -34,7 +34,7 @@ from specviz.core.device import resolve_device, resolve_dtype
 from specviz.core.pairs import DEFAULT_PAIR, PAIRS, PairSpec
 from specviz.core.prompts import encode_prompt, read_prompts, stratified
 from specviz.core.trace import MAX_TRACE_BYTES, GenerationTrace
-from specviz.engine.loop import iter_rounds
+from specviz.engine.loop import iter_rounds, prepare
 from specviz.engine.record import TraceBuilder
 from specviz.models.loading import load_pair, on_space
 
@@ -162,8 +162,10 @@ def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[Generati
     pair = loaded(model)
     with _hold():
         ids = encode_prompt(pair.tokenizer, prompt)
-        build, spent = TraceBuilder(pair, ids, run, prompt), 0.0
-        it = iter_rounds(pair, ids, run)
+        t0 = time.perf_counter()
+        drafter, rng = prepare(pair, run)
+        build, spent = TraceBuilder(pair, drafter, ids, run, prompt), time.perf_counter() - t0
+        it = iter_rounds(pair, ids, run, drafter, rng)
         while True:
             t0 = time.perf_counter()
             with no_collector():

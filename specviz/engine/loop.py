@@ -26,6 +26,15 @@ from specviz.methods.registry import make_drafter
 from specviz.models.pair import Pair
 
 
+def prepare(
+    pair: Pair, run: RunConfig, drafter: Drafter | None = None, rng: torch.Generator | None = None
+) -> tuple[Drafter, torch.Generator]:
+    """The drafter and the random stream a run uses: the ones given, else `run`'s method built complete, and a
+    stream seeded from `run.sampling.seed` on the target's device."""
+    rng = rng or make_rng(run.sampling.seed, pair.target.device)
+    return drafter or make_drafter(run, pair, rng), rng
+
+
 def iter_rounds(
     pair: Pair,
     prompt_ids: Sequence[int],
@@ -37,8 +46,7 @@ def iter_rounds(
     target = pair.target
     check_prompt(prompt_ids, target.vocab_size)
     s = run.sampling
-    rng = rng or make_rng(s.seed, target.device)
-    drafter = drafter or make_drafter(run, pair, rng)
+    drafter, rng = prepare(pair, run, drafter, rng)
     eos = pair.eos_ids
     committed = list(prompt_ids)
     target.reset()

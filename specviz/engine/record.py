@@ -7,15 +7,11 @@ from collections.abc import Sequence
 
 import torch
 
-from specviz import kernels
 from specviz.core.config import RunConfig
 from specviz.core.text import Detokenizer, token_label
 from specviz.core.trace import GenerationTrace, RoundTrace
-from specviz.engine.loop import iter_rounds
-from specviz.kernels import rowkernel
+from specviz.engine.loop import iter_rounds, prepare
 from specviz.methods.base import Drafter
-from specviz.methods.registry import drafter_kind
-from specviz.methods.specdecpp.head import head_card
 from specviz.models.pair import Pair
 
 
@@ -35,32 +31,14 @@ def ids_in(prompt_ids: Sequence[int], rounds: Sequence[RoundTrace]) -> set[int]:
     }
 
 
-def describe(pair: Pair, run: RunConfig) -> dict:
-    """The trace's model description for `run` on `pair`: the pair's info, which drafter ran and how, and for
-    SpecDec++ the head's card (read from its folder once)."""
-    kind = drafter_kind(run, pair)
-    lm = {"eagle": pair.eagle, "model": pair.draft}.get(kind)
-    models = {
-        **pair.info,
-        "drafter": kind,
-        "vocab_size": pair.target.vocab_size,
-        "context_vocab": bool(getattr(lm, "context_vocab", False)),
-        "draft_half_rows": bool(getattr(lm, "half_rows", False)),
-        "row_kernel": rowkernel.enabled() and kernels.wanted(pair.target.model),
-    }
-    if run.method == "specdecpp":
-        models["acceptance_head"] = head_card(pair, lm)
-    return models
-
-
 class TraceBuilder:
     """A run's trace built as its rounds come: each round's new token ids labelled once, the model description made
     once, and the output's text pieces decoded from where the last trace left them (`Detokenizer`), so a page
     streaming a long run pays for each round once, and a finished run's trace decodes its output once."""
 
-    def __init__(self, pair: Pair, prompt_ids: Sequence[int], run: RunConfig, prompt_text: str = ""):
+    def __init__(self, pair: Pair, drafter: Drafter, prompt_ids: Sequence[int], run: RunConfig, prompt_text: str = ""):
         self.pair, self.prompt_ids, self.run, self.prompt_text = pair, tuple(prompt_ids), run, prompt_text
-        self.models, self.config = describe(pair, run), run.to_dict()
+        self.models, self.config = {**pair.describe(), **drafter.describe()}, run.to_dict()
         self.rounds: list[RoundTrace] = []
         self.output: list[int] = []
         self.texts = token_texts(pair.tokenizer, self.prompt_ids)
@@ -96,11 +74,12 @@ def collect(
     run: RunConfig,
     rounds: Sequence[RoundTrace],
     total_ms: float,
-    prompt_text: str = "",
+    prompt_text: str,
+    drafter: Drafter,
 ) -> GenerationTrace:
     """Bundle a run's rounds into a `GenerationTrace` with the label of every token id that appears and the text each
     output id adds (`TraceBuilder` for a run whose rounds come one at a time)."""
-    build = TraceBuilder(pair, prompt_ids, run, prompt_text)
+    build = TraceBuilder(pair, drafter, prompt_ids, run, prompt_text)
     for rnd in rounds:
         build.add(rnd)
     return build.trace(total_ms)
@@ -115,5 +94,6 @@ def generate(
     prompt_text: str = "",
 ) -> GenerationTrace:
     t0 = time.perf_counter()
+    drafter, rng = prepare(pair, run, drafter, rng)
     rounds = list(iter_rounds(pair, prompt_ids, run, drafter, rng))
-    return collect(pair, prompt_ids, run, rounds, (time.perf_counter() - t0) * 1e3, prompt_text)
+    return collect(pair, prompt_ids, run, rounds, (time.perf_counter() - t0) * 1e3, prompt_text, drafter)

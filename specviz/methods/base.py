@@ -54,6 +54,10 @@ class Drafter:
 
     wants_target_features = False
 
+    def describe(self) -> dict:
+        """What a trace records of the drafter: which draft ran ("none", "model" or "eagle") and how."""
+        return {"drafter": "none", "context_vocab": False, "draft_half_rows": False}
+
     def see_target(self, start: int, hidden: torch.Tensor) -> None:
         """The target's hidden states of committed positions start, start+1, ... (feature drafters only)."""
 
@@ -75,6 +79,13 @@ class DraftLMDrafter(Drafter):
 
     def see_target(self, start, hidden):
         self.lm.add_target_features(start, hidden)
+
+    def describe(self) -> dict:
+        return {
+            "drafter": "eagle" if self.wants_target_features else "model",
+            "context_vocab": bool(getattr(self.lm, "context_vocab", False)),
+            "draft_half_rows": bool(getattr(self.lm, "half_rows", False)),
+        }
 
     def feed_pending(self, committed: list[int]) -> DraftStep:
         """Run the committed tokens the draft has not seen; return the draft's output at the root."""

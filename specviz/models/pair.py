@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specviz import kernels
+from specviz.kernels import rowkernel
 from specviz.models.lm import LM
 
 
@@ -27,6 +29,15 @@ class Pair:
         return (
             self.info.get("eagle", "eagle") if lm is self.eagle and lm is not None else self.info.get("draft", "draft")
         )
+
+    def describe(self) -> dict:
+        """What a trace records of the pair: what was loaded (`info`), the target's vocabulary and whether its
+        one-token steps run the row kernel."""
+        return {
+            **self.info,
+            "vocab_size": self.target.vocab_size,
+            "row_kernel": rowkernel.enabled() and kernels.wanted(self.target.model),
+        }
 
     @property
     def lms(self) -> list[LM]:

@@ -84,6 +84,9 @@ class CopySwitch(Drafter):
     def see_target(self, start, hidden):
         self.inner.see_target(start, hidden)
 
+    def describe(self) -> dict:
+        return self.inner.describe()
+
     def begin(self, prompt_ids):
         self.inner.begin(prompt_ids)
         self.copier.begin(prompt_ids)

@@ -57,6 +57,9 @@ class SpecDecPPDrafter(DraftLMDrafter):
         reads_copy = {"copy_n", "copy_y"} & set(head.inputs)
         self.index = head_inputs.new_index() if reads_copy else None
 
+    def describe(self) -> dict:
+        return {**super().describe(), "acceptance_head": self.head.card}
+
     def begin(self, prompt_ids):
         super().begin(prompt_ids)
         if self.index is not None:

@@ -45,6 +45,7 @@ class AcceptanceHead(nn.Module):
     ):
         super().__init__()
         self.lag = bool(lag)
+        self.card: dict = {}  # what a trace records of it: set from its config when loaded (`card`)
         if hidden_size < 1 or num_layers < 0:
             raise ValueError(
                 f"an acceptance head needs hidden_size >= 1 and num_layers >= 0, got {hidden_size}, {num_layers}"
@@ -142,11 +143,15 @@ def has_head(pair, lm=None) -> bool:
 
 
 def head_card(pair, lm=None) -> dict:
-    """What a trace records of the head beside drafter `lm`: its lag, reject weight and held-out AUC (from its
-    JSON config alone; {} when there is none)."""
+    """What a trace records of the head beside drafter `lm` (its `card`, from its JSON config alone; {} when there is
+    none)."""
     if not has_head(pair, lm):
         return {}
-    cfg = json.loads((head_folder(pair, lm) / HEAD_CONFIG).read_text())
+    return card(json.loads((head_folder(pair, lm) / HEAD_CONFIG).read_text()))
+
+
+def card(cfg: dict) -> dict:
+    """A head's card from its JSON config: its lag, reject weight and held-out AUC."""
     return {
         "lag": bool(cfg.get("lag", True)),
         "reject_weight": (cfg.get("recipe") or {}).get("reject_weight"),
@@ -177,4 +182,5 @@ def head_for_pair(pair, lm=None) -> AcceptanceHead:
             "output stays lossless but the stop rule may be off. Retrain: python -m specviz.train head",
             stacklevel=2,
         )
+    head.card = card(cfg)
     return head

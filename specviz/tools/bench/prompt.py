@@ -13,7 +13,7 @@ from specviz import kernels
 from specviz.core.config import RunConfig, SamplingConfig
 from specviz.core.prompts import task_of
 from specviz.core.tree import depths
-from specviz.engine.loop import iter_rounds
+from specviz.engine.loop import iter_rounds, prepare
 from specviz.engine.record import collect
 from specviz.kernels import rowkernel
 from specviz.tools.bench.hf import HFSetting, hf_generate
@@ -96,10 +96,11 @@ def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_token
     )
     f0 = sum(lm.forward_ms for lm in pair.lms)
     t0 = time.perf_counter()
-    rounds = list(iter_rounds(pair, list(prompt.ids), run))
+    drafter, rng = prepare(pair, run)  # built inside the timed call, as a run builds it
+    rounds = list(iter_rounds(pair, list(prompt.ids), run, drafter, rng))
     ms = (time.perf_counter() - t0) * 1e3
     out = [t for r in rounds for t in r.emitted]
-    kept = {"trace": collect(pair, prompt.ids, run, rounds, ms, prompt.text).to_dict()} if keep else {}
+    kept = {"trace": collect(pair, prompt.ids, run, rounds, ms, prompt.text, drafter).to_dict()} if keep else {}
     return dict(
         **kept,
         output_ids=out,
