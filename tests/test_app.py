@@ -73,6 +73,8 @@ def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):
         DTYPE,
         v.get("target", ""),
         "",
+        v.get("device_map", ""),
+        v.get("max_memory", ""),
         v.get("drafter", D.drafter),
         compare,
     ]
@@ -151,6 +153,8 @@ BAD_RUNS = {
     "an unknown dtype": (run_args()[:14] + ["fp8"] + run_args()[15:], "not in the list of choices"),
     "a missing target folder": (run_args(target="/no/such/model"), "not found"),
     "a pickle-only hub id": (run_args(target="nobody/no-such-model"), "cannot load model"),
+    "an unknown device map": (run_args(device_map="everywhere"), "device map must be one of"),
+    "a malformed max memory": (run_args(device_map="auto", max_memory="cpu=lots"), "DEVICE=SIZE pairs"),
 }
 
 

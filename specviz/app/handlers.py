@@ -80,6 +80,8 @@ def run(
     dtype: str,
     target: str,
     draft: str,
+    device_map: str,
+    max_memory: str,
     drafter: str,
     compare: bool,
 ):
@@ -106,6 +108,9 @@ def run(
         dtype: auto, fp32 or bf16.
         target: a target folder or hub id in place of the pair's (not on a public page).
         draft: a draft folder or hub id in place of the pair's (not on a public page).
+        device_map: place the target with accelerate: auto, balanced, sequential or a JSON file (not on a public
+            page; empty: one device).
+        max_memory: with device_map, the most each device may hold, e.g. 0=20GiB,cpu=64GiB.
         drafter: auto, eagle or model.
         compare: also time autoregressive decoding of the same prompt, for the speedup.
     """
@@ -158,6 +163,8 @@ def race(
     dtype: str,
     target: str,
     draft: str,
+    device_map: str,
+    max_memory: str,
     drafter: str,
 ):
     """Run 2 to 4 methods in turn on the same prompt and pair and return the race figure: each method's tokens
@@ -196,6 +203,8 @@ def run_set(
     dtype: str,
     target: str,
     draft: str,
+    device_map: str,
+    max_memory: str,
     drafter: str,
     progress=gr.Progress(),
 ):

@@ -67,7 +67,7 @@ def make_prompt(prompt) -> str:
 
 SETTINGS = (  # the page's settings, by the names its controls and the endpoints' parameters share
     "method", "k", "h", "budget", "width", "depth", "start_k", "copy", "temperature", "top_p", "max_new_tokens", "seed",
-    "pair", "dtype", "target", "draft", "drafter",
+    "pair", "dtype", "target", "draft", "device_map", "max_memory", "drafter",
 )  # fmt: skip
 
 
@@ -80,7 +80,7 @@ def defaults() -> dict:
         "width": run.tree.width, "depth": run.tree.depth, "start_k": run.heuristic.start_k, "copy": run.copy,
         "temperature": run.sampling.temperature, "top_p": run.sampling.top_p, "max_new_tokens": run.max_new_tokens,
         "seed": run.sampling.seed, "pair": session.DEFAULT_PAIR, "dtype": ModelConfig().dtype, "target": "",
-        "draft": "", "drafter": run.drafter,
+        "draft": "", "device_map": "", "max_memory": "", "drafter": run.drafter,
     }  # fmt: skip
 
 
@@ -94,4 +94,5 @@ def make_configs(settings: Mapping[str, object]) -> tuple[RunConfig, ModelConfig
         s["method"], s["k"], s["h"], s["budget"], s["width"], s["depth"], s["start_k"], s["copy"],
         s["temperature"], s["top_p"], s["max_new_tokens"], s["seed"], s["drafter"],
     )  # fmt: skip
-    return run, session.model_config(s["pair"], s["dtype"], s["target"], s["draft"])
+    model = session.model_config(s["pair"], s["dtype"], s["target"], s["draft"], s["device_map"], s["max_memory"])
+    return run, model

@@ -89,6 +89,11 @@ def _controls(c: dict, b: dict, v: dict, examples: list[str]) -> None:
         local = not session.public()
         c["target"] = gr.Textbox(value="", label="target (local folder or hub id; overrides the pair)", visible=local)
         c["draft"] = gr.Textbox(value="", label="draft (local folder or hub id)", visible=local)
+        with gr.Row(visible=local):
+            c["device_map"] = gr.Textbox(
+                value="", label="target's device map (accelerate: auto, balanced or a JSON file; empty: one device)"
+            )
+            c["max_memory"] = gr.Textbox(value="", label="max memory per device (e.g. 0=20GiB,1=20GiB,cpu=64GiB)")
         c["drafter"] = gr.Radio(
             list(DRAFTERS),
             value=RUN.drafter,

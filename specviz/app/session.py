@@ -92,18 +92,31 @@ def offered_pairs() -> list[tuple[str, str]]:
     return [(s.label, s.name) for s in PAIRS.values() if pair_status(s) is None]
 
 
-def model_config(pair: str, dtype: str, target: str = "", draft: str = "") -> ModelConfig:
-    """The ModelConfig for the page's model choice; custom target/draft only outside public mode."""
+def model_config(
+    pair: str, dtype: str, target: str = "", draft: str = "", device_map: str = "", max_memory: str = ""
+) -> ModelConfig:
+    """The ModelConfig for the page's model choice; custom target / draft and a device map only outside public
+    mode."""
     if pair not in PAIRS:
         raise ValueError(f"unknown model pair {pair!r}; choose one of: {', '.join(PAIRS)}")
     why = pair_status(PAIRS[pair])
     if why:
         raise ValueError(f"the pair {pair} cannot load here: {why}")
     target, draft = (target or "").strip(), (draft or "").strip()
+    device_map, max_memory = (device_map or "").strip() or None, (max_memory or "").strip() or None
     if (target or draft) and public():
         raise ValueError("this is a public deployment: only the listed model pairs can be loaded")
+    if device_map and public():
+        raise ValueError("this is a public deployment: the pairs load as listed, without a device map")
     base = PAIRS[pair].model
-    return replace(base, target=target or base.target, draft=draft or base.draft, dtype=dtype)
+    return replace(
+        base,
+        target=target or base.target,
+        draft=draft or base.draft,
+        dtype=dtype,
+        device_map=device_map or base.device_map,
+        max_memory=max_memory or base.max_memory,
+    )
 
 
 @contextmanager

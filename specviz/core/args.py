@@ -35,8 +35,9 @@ def output_file(text: str) -> Path:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def add_cache_flags(p: argparse.ArgumentParser) -> None:
-    """--kv-cache and --cuda-graphs (ModelConfig's fields of those names; `cache_options` reads them back)."""
+def add_holding_flags(p: argparse.ArgumentParser) -> None:
+    """How the models are held: --kv-cache, --cuda-graphs, --device-map and --max-memory (ModelConfig's fields of
+    those names; `holding_options` reads them back)."""
     p.add_argument(
         "--kv-cache",
         choices=KV_CACHES,
@@ -50,8 +51,24 @@ def add_cache_flags(p: argparse.ArgumentParser) -> None:
         help="forwards of up to 64 tokens at power-of-two widths, replayed from CUDA graphs on a GPU (needs "
         "--kv-cache fixed; on a CPU the padded forwards run eagerly)",
     )
+    p.add_argument(
+        "--device-map",
+        default=None,
+        help="place the target with accelerate: auto, balanced, sequential or a JSON file of module -> device (a GPU "
+        'index, "cpu" or "disk"); for targets larger than one device (docs/deploy.md)',
+    )
+    p.add_argument(
+        "--max-memory",
+        default=None,
+        help="with --device-map: the most each device may hold, e.g. 0=20GiB,1=20GiB,cpu=64GiB (the rest offloads)",
+    )
 
 
-def cache_options(a: argparse.Namespace) -> dict:
-    """The ModelConfig fields `add_cache_flags` set."""
-    return {"kv_cache": a.kv_cache, "cuda_graphs": a.cuda_graphs}
+def holding_options(a: argparse.Namespace) -> dict:
+    """The ModelConfig fields `add_holding_flags` set."""
+    return {
+        "kv_cache": a.kv_cache,
+        "cuda_graphs": a.cuda_graphs,
+        "device_map": a.device_map,
+        "max_memory": a.max_memory,
+    }

@@ -7,6 +7,7 @@ message a user can act on.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields
 
 from specviz.core.priors import LOOKUP_ACCEPTANCE
@@ -18,6 +19,7 @@ METHODS = ("ar", "chain", "heuristic", "specdecpp", "dyspec", "kary", "sequoia",
 DRAFTERS = ("auto", "eagle", "model")
 DTYPES = ("auto", "bf16", "fp32")  # auto: see ModelConfig
 KV_CACHES = ("growing", "fixed")  # specviz.models.kvcache
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's strategies (or a JSON file)
 MAX_NEW_TOKENS_LIMIT = 2048
 MAX_RECORD_TOP = 64  # most [token, probability] pairs a trace keeps of one distribution
 MIN_TEMPERATURE = 0.01  # below it logits / T leave float range for large logits; 0 is greedy
@@ -286,6 +288,8 @@ class ModelConfig:
     context_vocab: bool = True
     kv_cache: str = "growing"
     cuda_graphs: bool = False
+    device_map: str | None = None  # the target placed by accelerate: a strategy in DEVICE_MAPS or a JSON file
+    max_memory: str | None = None  # with device_map: "0=20GiB,1=20GiB,cpu=64GiB" (accelerate's max_memory)
 
     def __post_init__(self):
         _check(self.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {self.dtype!r}")
@@ -295,3 +299,31 @@ class ModelConfig:
             self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
             f"device must be auto, cpu or cuda[:N], got {self.device!r}",
         )
+        _check(
+            self.device_map is None or self.device_map in DEVICE_MAPS or self.device_map.endswith(".json"),
+            f"device map must be one of {DEVICE_MAPS} or a JSON file of module -> device, got {self.device_map!r}",
+        )
+        _check(self.max_memory is None or self.device_map is not None, "max memory needs a device map (--device-map)")
+        if self.max_memory is not None:
+            max_memory(self.max_memory)  # a ValueError with a sentence where it does not parse
+
+
+MEMORY = re.compile(r"^\d+(\.\d+)?\s*([KMGT]i?B|B)?$", re.IGNORECASE)
+
+
+def max_memory(text: str) -> dict:
+    """ "0=20GiB,cpu=64GiB" -> {0: "20GiB", "cpu": "64GiB"}: accelerate's max_memory (GPU index, "cpu" or "mps")."""
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, size = (s.strip() for s in part.partition("="))
+        _check(
+            bool(sep) and (key.isdigit() or key in ("cpu", "mps")) and bool(MEMORY.match(size)),
+            f"max memory is DEVICE=SIZE pairs such as 0=20GiB,cpu=64GiB; {part!r} is not one",
+        )
+        size = size.replace(" ", "")
+        bytes_only = re.fullmatch(r"[\d.]+[bB]?", size)  # accelerate takes bytes as an integer, units as text
+        out[int(key) if key.isdigit() else key] = (
+            int(float(size.rstrip("bB"))) if bytes_only else size.upper().replace("IB", "iB")
+        )
+    _check(bool(out), "max memory is empty: give DEVICE=SIZE pairs such as 0=20GiB,cpu=64GiB")
+    return out

@@ -77,6 +77,34 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def dispatched(model: torch.nn.Module) -> bool:
+    """Whether accelerate placed `model` by a device map with hooks (layers over several devices, or offloaded to
+    the CPU or disk): its modules' own calls then move tensors and load weights, so nothing may bypass them."""
+    return any(hasattr(mod, "_hf_hook") for mod in model.modules())
+
+
+def execution_device(model: torch.nn.Module) -> torch.device:
+    """Where `model`'s inputs go: its parameters' device, or for a dispatched model the first device its map runs on
+    (offloaded weights, "cpu" or "disk" in the map, run on it too)."""
+    placed = getattr(model, "hf_device_map", None)
+    if not placed or not dispatched(model):
+        return next(model.parameters()).device
+    gpus = [v for v in placed.values() if v not in ("cpu", "disk")]
+    if not gpus:
+        return torch.device("cpu")
+    first = gpus[0]
+    return torch.device(f"cuda:{first}" if isinstance(first, int) else first)
+
+
+def weight_of(mod: torch.nn.Module) -> torch.Tensor:
+    """`mod.weight`, or where a device map offloaded it (a meta tensor between calls) the copy its hook loads from."""
+    w = mod.weight
+    hook = getattr(mod, "_hf_hook", None)
+    if w.is_meta and getattr(hook, "weights_map", None) is not None:
+        return hook.weights_map["weight"]
+    return w
+
+
 def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on `device` without waiting for the device's queued work: on CUDA it is copied from pinned
     memory, asynchronously (a copy from pageable memory waits for the stream); elsewhere it is `t` itself."""

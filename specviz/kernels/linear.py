@@ -57,6 +57,7 @@ import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from specviz.core.device import dispatched, execution_device
 from specviz.kernels import elementwise, rowkernel
 from specviz.kernels.attention import rows_attention, sdpa_gqa
 from specviz.kernels.packed import PACKED_MAX_ROWS, mkldnn_packs, packed_linear, packs
@@ -211,7 +212,7 @@ def wanted(model: torch.nn.Module) -> bool:
     """CPU fp32 and bf16 models get specviz's kernels (measured to pay; bf16: the invariant attention, its linear
     layers on oneDNN's gemm over packed weights); elsewhere the stock kernels stay."""
     p = next(model.parameters())
-    return p.device.type == "cpu" and p.dtype in rowkernel.WEIGHT_DTYPES
+    return execution_device(model).type == "cpu" and p.dtype in rowkernel.WEIGHT_DTYPES
 
 
 def invariant_attention(model: torch.nn.Module, half_rows: bool = False) -> bool:
@@ -232,6 +233,8 @@ def install(model: torch.nn.Module, half_rows: bool = False) -> int:
     if not wanted(model):
         return 0
     _set_attention(model, "sdpa", ROWS_ATTENTION if invariant_attention(model, half_rows) else ATTENTION)
+    if dispatched(model):  # accelerate's hooks own each module's forward: products and norms stay stock
+        return 0
     head, n = model.get_output_embeddings(), 0
     for mod in model.modules():
         if type(mod) is torch.nn.Linear:
@@ -276,7 +279,7 @@ def full_rows(*models: torch.nn.Module):
 def stock(*models: torch.nn.Module):
     """Run the block with the stock nn.Linear forward, norms and attention on `models`, then restore what was
     installed."""
-    swapped = [mod for mod in _linears(models) if "forward" in mod.__dict__]
+    swapped = [mod for mod in _linears(models) if getattr(mod.__dict__.get("forward"), "__func__", None) is _forward]
     norms = _norms(models)
     attention = [
         (m, impl)

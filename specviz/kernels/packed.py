@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from specviz.core.device import dispatched, weight_of
 from specviz.kernels import kept
 
 PACKED_MAX_ROWS = 32  # wider bf16 products (prefills) keep F.linear: past 32 rows oneDNN's blocking may round otherwise
@@ -167,11 +168,12 @@ def bf16_linear_invariant(model: torch.nn.Module, rows: int = 17) -> bool:
     lins = [m for m in model.modules() if type(m) is torch.nn.Linear]
     head = model.get_output_embeddings()
     g = torch.Generator().manual_seed(0)
-    packed = mkldnn_packs()
+    packed = mkldnn_packs() and not dispatched(model)  # a dispatched model's products stay stock (kernels.install)
     with torch.no_grad():
         for mod in {id(m): m for m in lins[:7] + [head]}.values():
-            x = torch.randn(rows, mod.in_features, generator=g).to(mod.weight.dtype)
-            product = (lambda x, m=mod: packed_linear(x, m)) if packed else (lambda x, m=mod: F.linear(x, m.weight))
+            w = weight_of(mod)
+            x = torch.randn(rows, mod.in_features, generator=g).to(w.dtype)
+            product = (lambda x, m=mod: packed_linear(x, m)) if packed else (lambda x, w=w: F.linear(x, w))
             alone = torch.cat([product(x[i : i + 1]) for i in range(rows)])
             if not all(torch.equal(product(x[:n]), alone[:n]) for n in (2, 3, 4, 5, 8, 9, rows)):
                 return False

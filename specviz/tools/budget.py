@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from specviz.analysis.budget import picks
-from specviz.core.args import add_cache_flags, cache_options, output_file, positive
+from specviz.core.args import add_holding_flags, holding_options, output_file, positive
 from specviz.core.assets import SPEC_BENCH, VERIFY_CURVES
 from specviz.core.config import DTYPES, ModelConfig, TreeConfig
 from specviz.core.curves import DRAFTER_CURVES, load_curves, pick_label
@@ -75,12 +75,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=None,
         help="EAGLE drafter folder ('none' = off; default: the shipped one with the default pair)",
     )
-    add_cache_flags(ap)
+    add_holding_flags(ap)
     ap.add_argument("--out", type=output_file, default=VERIFY_CURVES)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     pair = load_pair(
-        ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=a.dtype, device=a.device, **cache_options(a))
+        ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=a.dtype, device=a.device, **holding_options(a))
     )
     text = " ".join(json.loads(line)["turns"][0] for line in a.questions.read_text().splitlines()[:40])
     context = pair.tokenizer(text)["input_ids"][: a.context]

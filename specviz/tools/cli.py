@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 from tqdm import tqdm
 
-from specviz.core.args import add_cache_flags, cache_options, positive
+from specviz.core.args import add_holding_flags, holding_options, positive
 from specviz.core.config import (
     DRAFTERS,
     DTYPES,
@@ -114,7 +114,7 @@ def _generate_parser(sub):
         default=ModelConfig().context_vocab,
         help="a reduced-vocabulary draft head also covers the tokens of its context (default: on)",
     )
-    add_cache_flags(p)
+    add_holding_flags(p)
     p.add_argument(
         "--drafter",
         choices=DRAFTERS,
@@ -150,7 +150,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
             dtype=a.dtype,
             device=a.device,
             context_vocab=a.context_vocab,
-            **cache_options(a),
+            **holding_options(a),
         ),
         progress=lambda m: print(m, file=sys.stderr),
     )

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specviz.core.args import add_cache_flags, cache_options, output_file, positive
+from specviz.core.args import add_holding_flags, holding_options, output_file, positive
 from specviz.core.assets import SPEC_BENCH
 from specviz.core.config import (
     DTYPES,
@@ -212,7 +212,7 @@ def parser() -> argparse.ArgumentParser:
         help="EAGLE drafter folder ('none' = off; default: the shipped one with the default pair)",
     )
     p.add_argument("--device", default=ModelConfig().device)
-    add_cache_flags(p)
+    add_holding_flags(p)
     p.add_argument("--threads", type=positive(int), default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument(
         "--out", type=output_file, default=None, help="write every figure (per prompt and aggregated) to this JSON file"
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     for dtype in a.dtype:
         pair = load_pair(
             ModelConfig(
-                target=a.target, draft=a.draft, eagle=a.eagle, dtype=dtype, device=a.device, **cache_options(a)
+                target=a.target, draft=a.draft, eagle=a.eagle, dtype=dtype, device=a.device, **holding_options(a)
             ),
             progress=lambda m: print(m, file=sys.stderr),
         )
