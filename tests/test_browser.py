@@ -8,7 +8,9 @@ import os
 import pytest
 from app_server import DTYPE, app_url
 
+from specviz.methods.catalog import label
 from specviz.tools import screenshot
+from specviz.tools.families import save_pair
 
 pytestmark = pytest.mark.slow  # the real default pair / a browser: outside the quick loop
 
@@ -96,3 +98,33 @@ def test_the_prompt_set_tab_runs_a_set_and_opens_a_prompts_rounds(page, tmp_path
     bad.write_text('{"turns": ["a prompt, not a trace"]}\n')
     page.locator("#sv-set-tab input[type=file]").first.set_input_files(str(bad))
     page.wait_for_selector("text=could not read that traces file", timeout=30_000)
+
+
+def test_train_a_head_for_a_local_pair_then_run_specdecpp(page, tmp_path):
+    """A tiny local pair without a head: SpecDec++ asks for one, the page trains it (the quick preset, with its
+    progress), and SpecDec++ then runs on the same loaded pair."""
+    target, draft = save_pair("llama", tmp_path)
+    page.goto(app_url(), wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
+    page.get_by_role("button", name="Sampling and length").click()
+    screenshot.set_number(page, "max new tokens", 8)
+    page.get_by_role("button", name="Model pair").click()
+    page.get_by_label("fp32", exact=True).check()
+    page.get_by_label("target (local folder or hub id; overrides the pair)").fill(str(target))
+    page.get_by_label("draft (local folder or hub id)").fill(str(draft))
+    page.get_by_label("Method").click()
+    page.get_by_role("option", name=label("specdecpp")).click()
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("text=needs an acceptance head", timeout=120_000)  # the error names what to do
+    page.locator("#sv-train-head").click()
+    page.wait_for_selector("#sv-head-note .progress-text, #sv-head-note .eta-bar", timeout=60_000)  # the progress bar
+    page.wait_for_function(
+        "(document.querySelector('#sv-head-note')?.innerText || '').includes('held-out AUC')", timeout=300_000
+    )
+    assert (draft / "acceptance_head.safetensors").exists()  # where SpecDec++ looks for it
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_function(
+        "(s => s.startsWith('Done') && !s.includes('Timing'))(document.querySelector('#sv-status')?.innerText || '')",
+        timeout=240_000,
+    )
+    assert "8 tokens" in page.locator("#sv-status").inner_text()

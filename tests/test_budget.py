@@ -6,10 +6,10 @@ import pytest
 from tiny import tiny_llama
 
 from specviz.analysis.budget import level_draft_ms, pick_tree_budget, picks
-from specviz.core.curves import interpolate, load_curves, pick_label
+from specviz.analysis.hardware import measure_curve, measure_pair
+from specviz.core.curves import device_curve, interpolate, load_curves, local_record, pick_label, save_local
 from specviz.models.eagle import EagleLM, build_eagle
 from specviz.models.lm import LM
-from specviz.tools.budget import measure_curve
 from specviz.viz.budget import budget_figure
 
 P = (0.6, 0.2, 0.1, 0.05)
@@ -102,3 +102,21 @@ def test_budget_figure_names_each_drafter():
         str(n).startswith("standalone draft, T=1") for n in names
     )
     assert {"standalone draft forward", "EAGLE drafter forward"} <= names
+
+
+def test_a_pairs_own_measurement_on_this_machine_picks_its_budget_and_is_kept(tmp_path, monkeypatch, tiny_pair):
+    """`measure_pair` on a loaded pair: its curves, its own acceptance vectors and the budgets they pick, kept as this
+    machine's; the verify curve a copy extension reads is then this machine's, not the shipped one."""
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    pair = tiny_pair("random")
+    pair.info.update(target="my/target", draft="my/draft", dtype="fp32", device="cpu", machine="a test box")
+    seen = []
+    record = measure_pair(pair, list(range(3, 40)), [[5, 9, 17], [8, 3, 2]], 8, 1, "wall", lambda f, w: seen.append(f))
+    assert seen[0] == 0 and seen[-1] == 1.0 and seen == sorted(seen)
+    assert set(record["acceptance"]) == {"T=0", "T=1"} and record["acceptance"]["T=0"]["rounds"] > 0
+    assert set(record["picks"]) == {"T=0", "T=1"}  # picked from its own vectors: no shipped one names this pair
+    assert record["picks"]["T=0"]["acceptance"] == record["acceptance"]["T=0"]["vector"]
+    assert local_record(pair.info) is None and device_curve(pair.info) is None
+    save_local(record)
+    assert local_record(pair.info)["target"] == record["target"] == device_curve(pair.info)
+    assert local_record({**pair.info, "machine": "another box"}) is None  # another machine's is not this one's

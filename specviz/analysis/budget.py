@@ -74,15 +74,17 @@ def pick_tree_budget(
 
 
 def picks(record: dict, info: dict, max_depth: int) -> dict:
-    """Best budget per drafter with a curve in `record` and temperature with a measured acceptance vector for it
-    (assets/acceptance.json, keyed by the drafter's name in `info`)."""
+    """Best budget per drafter with a curve in `record` and temperature with a measured acceptance vector for it:
+    the record's own (`analysis.hardware.measure_pair`), else the shipped one (assets/acceptance.json, keyed by the
+    drafter's name in `info`)."""
     table = json.loads(ACCEPTANCE.read_text()) if ACCEPTANCE.exists() else {}
+    own = record.get("acceptance") or {}
     out = {}
     for drafter in DRAFTER_CURVES:
         if drafter not in record:
             continue
         for t in (0.0, 1.0):
-            row = table.get(acceptance_key(info.get("target"), info.get(drafter), t))
+            row = own.get(pick_key(drafter, t)) or table.get(acceptance_key(info.get("target"), info.get(drafter), t))
             if row:
                 c = pick_tree_budget(record, row["vector"], max_depth, drafter=drafter)
                 out[pick_key(drafter, t)] = {

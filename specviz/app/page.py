@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from specviz.app import knobs, promptset, session
+from specviz.app import knobs, pairwork, promptset, session
 from specviz.app.theme import HEADER
 from specviz.core.config import DRAFTERS, DTYPES, ModelConfig, RunConfig
 from specviz.core.curves import load_curves
 from specviz.core.device import resolve_device, resolve_dtype
 from specviz.methods.catalog import METHODS, label
-from specviz.viz.budget import budget_figure
+from specviz.viz.budget import budget_figure, budget_note
 from specviz.viz.inspect import HINT
 from specviz.viz.run import race_figure
 from specviz.viz.style import SPAN_COLORS
@@ -94,6 +94,10 @@ def _controls(c: dict, b: dict, v: dict, examples: list[str]) -> None:
                 value="", label="target's device map (accelerate: auto, balanced or a JSON file; empty: one device)"
             )
             c["max_memory"] = gr.Textbox(value="", label="max memory per device (e.g. 0=20GiB,1=20GiB,cpu=64GiB)")
+        v["head_note"] = gr.Markdown(pairwork.head_note(None), elem_id="sv-head-note")
+        with gr.Row(visible=local):
+            b["train_head"] = gr.Button("Train a head for this pair", size="sm", elem_id="sv-train-head")
+            b["stop_train"] = gr.Button("Stop training", size="sm", variant="stop", elem_id="sv-stop-train")
         c["drafter"] = gr.Radio(
             list(DRAFTERS),
             value=RUN.drafter,
@@ -157,7 +161,12 @@ def _views(c: dict, b: dict, v: dict) -> promptset.Tab:
         with gr.Tab("Prompt set", elem_id="sv-set-tab"):
             set_tab = promptset.tab()
         with gr.Tab("Hardware"):
-            local = resolve_dtype(MODEL.dtype, resolve_device(MODEL.device))
-            gr.Plot(budget_figure(load_curves(), local), show_label=False, elem_id="sv-budget")
+            here = resolve_dtype(MODEL.dtype, resolve_device(MODEL.device))
+            shipped = load_curves()
+            v["hw_note"] = gr.Markdown(budget_note(shipped.get(here), here=False), elem_id="sv-hw-note")
+            b["hw_measure"] = gr.Button(
+                "Measure the loaded pair on this machine", size="sm", visible=not session.public(), elem_id="sv-measure"
+            )
+            v["hw_plot"] = gr.Plot(budget_figure(shipped, here), show_label=False, elem_id="sv-budget")
     c["n"], c["prompts_file"] = set_tab.n, set_tab.prompts
     return set_tab

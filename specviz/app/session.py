@@ -26,17 +26,22 @@ from pathlib import Path
 
 import torch
 
+from specviz.analysis.hardware import context_ids, measure_pair, spread_prompts
 from specviz.analysis.runset import PromptRun
 from specviz.app.zerogpu import gpu, seconds_for
 from specviz.core.assets import SPEC_BENCH, TRACES
 from specviz.core.config import ModelConfig, RunConfig
+from specviz.core.curves import save_local
 from specviz.core.device import resolve_device, resolve_dtype
 from specviz.core.pairs import DEFAULT_PAIR, PAIRS, PairSpec
 from specviz.core.prompts import encode_prompt, read_prompts, stratified
 from specviz.core.trace import MAX_TRACE_BYTES, GenerationTrace
 from specviz.engine.loop import iter_rounds, prepare
 from specviz.engine.record import TraceBuilder
+from specviz.methods.specdecpp.head import head_config
 from specviz.models.loading import load_pair, on_space
+from specviz.train.config import QUICK
+from specviz.train.head import fit_for_pair
 
 EXAMPLE_IDS = (122, 144, 444, 228, 159, 104)  # Spec-Bench question ids: code, STEM, math, translation, ...
 BASELINE_KEY = "baseline"
@@ -44,6 +49,7 @@ BUSY_TIMEOUT_S = 300
 MODEL_SLOTS = 2  # requests the page lets in at once: one decoding, one loading a pair or next in line
 BASELINE_CACHE = 32
 MAX_SET = 20  # prompts one Prompt set run may decode (a public page shares one CPU)
+HARDWARE_PROMPTS, HARDWARE_TOKENS, HARDWARE_REPEATS = 4, 24, 3  # the Hardware tab's measurement: under a minute
 
 _busy = threading.Lock()  # held while a decode uses the pair's caches
 _loading = threading.Lock()  # held while a pair loads
@@ -188,6 +194,50 @@ def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[Generati
                 return
             build.add(rnd)
             yield build.trace(spent * 1e3)
+
+
+def train_head(cfg: ModelConfig, progress, stop: threading.Event) -> dict:
+    """Train a SpecDec++ head for the drafter SpecDec++ uses on the pair `cfg` (loaded once, kept loaded) with the
+    quick preset, where SpecDec++ then finds it (no reload); its card. `progress(fraction, what)`; `stop` set ends
+    it (`train.head.Stopped`), writing nothing."""
+    if public():
+        raise ValueError("a public page never trains: run specviz on your own machine to train a head for your pair")
+    pair = loaded(cfg)
+    stop.clear()
+    with _hold(what="the model is busy with a run; train when it ends"):
+        drafter = pair.eagle if pair.eagle is not None else pair.draft
+        _, card = fit_for_pair(pair, drafter, QUICK, "spec-bench", progress, stop.is_set)
+    return card
+
+
+def head_card_of(cfg: ModelConfig) -> dict | None:
+    """The card of the SpecDec++ head the loaded pair `cfg` would use ({} none yet; None: the pair is not loaded)."""
+    pair = _pairs.get(replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device))))
+    if pair is None:
+        return None
+    lm = pair.drafter_lm(RunConfig(method="specdecpp").drafter)
+    return head_config(pair, lm) or head_config(pair, pair.draft)
+
+
+def step_ms(cfg: ModelConfig) -> float:
+    """The loaded pair `cfg`'s mean ms of a target forward plus a draft forward so far (0: not loaded or not run)."""
+    pair = _pairs.get(replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device))))
+    if pair is None or not pair.target.forwards or not pair.draft.forwards:
+        return 0.0
+    return pair.target.forward_ms / pair.target.forwards + pair.draft.forward_ms / pair.draft.forwards
+
+
+def measure_hardware(cfg: ModelConfig, progress) -> dict:
+    """The pair `cfg`'s curves, acceptance vectors and budget picks measured on this machine (`analysis.hardware`),
+    kept as this machine's record of it; the record."""
+    if public():
+        raise ValueError("a public page shares its machine: measure on your own machine with `specviz budget`")
+    pair = loaded(cfg)
+    with _hold(what="the model is busy with a run; measure when it ends"):
+        prompts = spread_prompts(pair, HARDWARE_PROMPTS)
+        record = measure_pair(pair, context_ids(pair), prompts, HARDWARE_TOKENS, HARDWARE_REPEATS, "wall", progress)
+    save_local(record)
+    return record
 
 
 def last(items: Iterable):

@@ -13,7 +13,7 @@ import threading
 
 import gradio as gr
 
-from specviz.app import exports, handlers, inspector, knobs, promptset, session
+from specviz.app import exports, handlers, inspector, knobs, pairwork, promptset, session
 from specviz.app.handlers import bind
 from specviz.app.page import ROUND_VIEWS, Page, layout
 from specviz.app.theme import CLICK_JS, CSS
@@ -49,7 +49,20 @@ def wire(page: Page) -> None:
     c["recorded"].input(recorded, c["recorded"], page.outputs(), **NAV)
     page.demo.load(recorded, c["recorded"], page.outputs(), **NAV)
     gr.api(handlers.measure, api_name="measure", **MODEL_EVENT)  # the API / MCP alone: a run's numbers as JSON
+    wire_pairwork(page, run_ev)
     wire_rounds(page)
+
+
+def wire_pairwork(page: Page, run_ev) -> None:
+    """The loaded pair's own work: training its SpecDec++ head (and Stop), measuring its hardware curves."""
+    v, b = page.views, page.buttons
+    train = pairwork.train_head
+    b["train_head"].click(train, page.inputs(train), v["head_note"], api_name="train_head", **MODEL_EVENT)
+    b["stop_train"].click(pairwork.stop_training, None, v["head_note"], **NAV)
+    run_ev.then(pairwork.estimate, page.inputs(pairwork.estimate), v["head_note"], **NAV)
+    hw = pairwork.measure_hardware
+    hw_out = [v["hw_plot"], v["hw_note"]]
+    b["hw_measure"].click(hw, page.inputs(hw), hw_out, api_name="measure_hardware", **MODEL_EVENT)
 
 
 def wire_rounds(page: Page) -> None:

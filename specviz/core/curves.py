@@ -1,12 +1,14 @@
-"""Stored verify curves (assets/verify_curve.json): the measured ms of one target forward per number of tree tokens,
-beside the drafters' curves (`DRAFTER_CURVES`) and the tree budgets they pick (`pick_key`)."""
+"""Stored verify curves: the measured ms of one target forward per number of tree tokens, beside the drafters' curves
+(`DRAFTER_CURVES`) and the tree budgets they pick (`pick_key`). The shipped ones (assets/verify_curve.json, the
+default pair on the machine named in each record) and this machine's own, one record per pair (`HARDWARE`, in the
+user cache: `specviz budget` and the page's Hardware tab write them)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from specviz.core.assets import VERIFY_CURVES
+from specviz.core.assets import VERIFY_CURVES, cache_dir
 
 DRAFTER_CURVES = {"draft": "standalone draft", "eagle": "EAGLE drafter"}  # a record's drafter curves: key -> label
 
@@ -28,11 +30,49 @@ def load_curves(path: Path = VERIFY_CURVES) -> dict[str, dict]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def device_curve(info: dict, path: Path = VERIFY_CURVES) -> dict | None:
-    """The stored target verify curve for this pair's target, dtype and device type (`Pair.info`), else None.
+def hardware_file() -> Path:
+    """This machine's measurements, by `pair_key` (the user cache)."""
+    return cache_dir() / "hardware.json"
 
-    Measured on one machine; on another it is a guess of the same shape until `specviz budget`
-    re-measures it there."""
+
+def pair_key(info: dict) -> str:
+    """A loaded pair as measurements know it (`Pair.info`): its models, dtype, device, placement and the machine it
+    loaded on (`core.device.machine_name`)."""
+    parts = [info.get(k) for k in ("target", "draft", "eagle", "dtype", "device")]
+    return " | ".join(map(str, [*parts, json.dumps(info.get("device_map"), sort_keys=True), info.get("machine")]))
+
+
+def local_record(info: dict, path: Path | None = None) -> dict | None:
+    """This machine's measurement of the pair `info` describes, or None."""
+    path = path or hardware_file()
+    try:
+        return json.loads(path.read_text()).get(pair_key(info)) if path.exists() else None
+    except ValueError:
+        return None  # a damaged cache file: measured again
+
+
+def save_local(record: dict, path: Path | None = None) -> Path:
+    """Keep `record` (for the pair in its "models") as this machine's measurement of it."""
+    path = path or hardware_file()
+    try:
+        table = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        table = {}
+    table[pair_key(record["models"])] = record
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(table, indent=1) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def device_curve(info: dict, path: Path = VERIFY_CURVES) -> dict | None:
+    """The target verify curve for this pair (`Pair.info`): this machine's own measurement where there is one, else
+    the shipped one of the same target, dtype and device type (measured on another machine: a guess of the same
+    shape until `specviz budget` measures it here), else None."""
+    own = local_record(info)
+    if own is not None:
+        return own["target"]
     rec = load_curves(path).get(info.get("dtype"))
     if not rec or rec.get("models", {}).get("target") != info.get("target"):
         return None

@@ -71,6 +71,12 @@ def machine_info() -> dict:
     }
 
 
+def machine_name() -> str:
+    """The machine a measurement belongs to, in one line: its CPU model, its GPU where it has one, its torch threads."""
+    m = machine_info()
+    return f"{m['cpu']}, {m['gpu'] or 'no GPU'}, {m['torch_threads']} threads"
+
+
 def sync(device: torch.device) -> None:
     """Wait for the device's queued work, so a host clock reads the work's end (a no-op on a CPU)."""
     if device.type == "cuda":

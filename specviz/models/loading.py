@@ -26,7 +26,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from specviz import kernels
 from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir
 from specviz.core.config import ModelConfig
-from specviz.core.device import TORCH_DTYPES, resolve_device, resolve_dtype, weight_of
+from specviz.core.device import TORCH_DTYPES, machine_name, resolve_device, resolve_dtype, weight_of
 from specviz.models import exact, family, hub
 from specviz.models.eagle import COPY_KEY, TAPS_KEY, EagleLM, add_copy_input, add_feature_taps, build_eagle
 from specviz.models.lm import LM, checked_taps
@@ -336,6 +336,7 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
         "draft": cfg.draft or "specviz default draft" if draft is not target else "target (self-draft)",
         "dtype": dtype_name,
         "device": str(device),
+        "machine": machine_name(),
         **({"device_map": placed_on(target)} if cfg.device_map else {}),
         "load_s": round(time.perf_counter() - t0, 2),
         "context_vocab": cfg.context_vocab,

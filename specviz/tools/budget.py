@@ -1,54 +1,24 @@
-"""`specviz budget`: measure the pair's verify and draft curves and store them with the budgets they pick."""
+"""`specviz budget`: measure the loaded pair's verify and draft curves and its acceptance by position on this
+machine (a dispatched target included), and keep them with the budgets they pick as this machine's measurement of
+the pair (the page's Hardware tab reads it); never another machine's curve."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
-from specviz.analysis.budget import picks
+from specviz.analysis.hardware import context_ids, measure_pair, spread_prompts
 from specviz.core.args import add_holding_flags, holding_options, output_file, positive
 from specviz.core.assets import SPEC_BENCH, VERIFY_CURVES
-from specviz.core.config import DTYPES, ModelConfig, TreeConfig
-from specviz.core.curves import DRAFTER_CURVES, load_curves, pick_label
-from specviz.core.device import machine_info, sync
+from specviz.core.config import DTYPES, ModelConfig
+from specviz.core.curves import DRAFTER_CURVES, load_curves, pick_label, save_local
 from specviz.core.output import replacing
-from specviz.models.lm import LM
 from specviz.models.loading import load_pair
-
-SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
-
-
-def measure_curve(
-    lm: LM, context: Sequence[int], sizes: Sequence[int] = SIZES, repeats: int = 5, clock: str = "wall"
-) -> dict:
-    """Median ms of one forward of n tree tokens (a binary-tree shape) on top of `context`, for each n.
-
-    Sizes are interleaved within each repeat, so a slow spell hits all of them alike. clock "cpu" times
-    the process's CPU time instead of wall time: on a CPU shared with other jobs (and one torch thread)
-    that is what the forward would take on an idle core.
-    """
-    now = time.perf_counter if clock == "wall" else time.process_time
-    lm.reset()
-    lm.forward(list(context), rows=slice(0, 0))
-    base = lm.length
-    ids = [int(t) for t in context[-max(sizes) :]] * (max(sizes) // max(1, len(context)) + 1)
-    times: dict[int, list[float]] = {n: [] for n in sizes}
-    for r in range(repeats + 1):  # the first pass warms up
-        for n in sizes:
-            parents = [-1] + [(i - 1) // 2 for i in range(1, n)]
-            sync(lm.device)
-            t0 = now()
-            lm.forward(ids[:n], parents=parents)
-            sync(lm.device)
-            if r:
-                times[n].append((now() - t0) * 1e3)
-            lm.crop(base)
-    return {"n": list(sizes), "ms": [round(sorted(times[n])[len(times[n]) // 2], 3) for n in sizes], "clock": clock}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -76,30 +46,45 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="EAGLE drafter folder ('none' = off; default: the shipped one with the default pair)",
     )
     add_holding_flags(ap)
-    ap.add_argument("--out", type=output_file, default=VERIFY_CURVES)
+    ap.add_argument(
+        "--acceptance-prompts", type=positive(int), default=8, help="Spec-Bench prompts the acceptance vector reads"
+    )
+    ap.add_argument("--acceptance-tokens", type=positive(int), default=32, help="new tokens per such prompt")
+    ap.add_argument(
+        "--out",
+        type=output_file,
+        default=None,
+        help="also write the record into this curves file, by dtype (the shipped one: "
+        f"{VERIFY_CURVES.relative_to(VERIFY_CURVES.parents[1])}); this machine's own copy is always kept",
+    )
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     pair = load_pair(
         ModelConfig(target=a.target, draft=a.draft, eagle=a.eagle, dtype=a.dtype, device=a.device, **holding_options(a))
     )
-    text = " ".join(json.loads(line)["turns"][0] for line in a.questions.read_text().splitlines()[:40])
-    context = pair.tokenizer(text)["input_ids"][: a.context]
-    dtype = pair.info["dtype"]  # "auto" resolved
-    record = {
-        "machine": machine_info(),
-        "models": dict(pair.info),
-        "dtype": dtype,
-        "context": len(context),
-        "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "target": measure_curve(pair.target, context, repeats=a.repeats, clock=a.clock),
-        "draft": measure_curve(pair.draft, context, repeats=a.repeats, clock=a.clock),
-    }
-    if pair.eagle is not None:  # fed no target features here: the same work as with them
-        record["eagle"] = measure_curve(pair.eagle, context, repeats=a.repeats, clock=a.clock)
-    record["picks"] = picks(record, pair.info, TreeConfig().max_depth)
-    curves = json.dumps({**load_curves(a.out), dtype: record}, indent=1) + "\n"
-    with replacing(a.out) as f:
-        f.write(curves)
+    prompts = spread_prompts(pair, a.acceptance_prompts, a.questions)
+    bar = tqdm(total=100, desc="specviz budget", unit="%")
+
+    def progress(done: float, what: str) -> None:
+        bar.set_postfix_str(what)
+        bar.update(round(done * 100) - bar.n)
+
+    record = measure_pair(
+        pair,
+        context_ids(pair, a.context, a.questions),
+        prompts,
+        a.acceptance_tokens,
+        a.repeats,
+        a.clock,
+        progress,
+    )
+    bar.close()
+    dtype = record["dtype"]
+    print(f"this machine's measurement of the pair: {save_local(record)}")
+    if a.out:  # a curves file by dtype (assets/verify_curve.json: the shipped one)
+        curves = json.dumps({**load_curves(a.out), dtype: record}, indent=1) + "\n"
+        with replacing(a.out) as f:
+            f.write(curves)
     print(f"{dtype}: target ms by tree tokens n", dict(zip(record["target"]["n"], record["target"]["ms"])))
     for who, label in DRAFTER_CURVES.items():
         if who in record:

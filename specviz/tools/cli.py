@@ -40,6 +40,7 @@ from specviz.tools.record import main as record_main
 from specviz.tools.report import main as report_main
 from specviz.tools.screenshot import main as screenshot_main
 from specviz.tools.sweep import main as sweep_main
+from specviz.train.__main__ import main as train_main
 
 _D = RunConfig()
 
@@ -195,6 +196,7 @@ TOOLS = {
     "loadtest": loadtest_main,
     "families": families_main,
     "pagecost": pagecost_main,
+    "train": train_main,
 }
 
 

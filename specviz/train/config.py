@@ -57,6 +57,11 @@ class HeadTrainConfig:
         _check(0 < self.heldout_fraction < 1, f"held-out fraction must lie in (0, 1), got {self.heldout_fraction}")
 
 
+# `python -m specviz.train head --quick` and the page's "train a head": minutes on a 2-core CPU for a small pair
+# (docs/training.md#a-head-for-your-own-pair has its measured time and AUC)
+QUICK = HeadTrainConfig(prompts=192, new_tokens=64, gen_batch=16, epochs=6)
+
+
 @dataclass(frozen=True)
 class DraftTrainConfig:
     """`python -m specviz.train draft`: distil the target into a small standalone draft.

@@ -21,6 +21,8 @@ import hashlib
 import json
 import math
 import time
+from argparse import SUPPRESS
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -29,14 +31,16 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from specviz.analysis.metrics import auc
-from specviz.core.assets import DEFAULT_DRAFT, DEFAULT_EAGLE, cache_dir, head_cache
+from specviz.core.assets import DEFAULT_EAGLE, SPEC_BENCH, cache_dir
 from specviz.core.config import DTYPES, ModelConfig
-from specviz.core.prompts import encode_prompt
+from specviz.core.prompts import encode_prompt, read_prompts, stratified
 from specviz.core.sampling import make_rng
-from specviz.methods.specdecpp.head import AcceptanceHead, file_digest, save_head
+from specviz.methods.specdecpp.head import AcceptanceHead, file_digest, head_folder, save_head
 from specviz.methods.specdecpp.inputs import CATALOG
+from specviz.models.lm import LM
 from specviz.models.loading import load_pair
-from specviz.train.config import HeadTrainConfig
+from specviz.models.pair import Pair
+from specviz.train.config import QUICK, HeadTrainConfig
 from specviz.train.head_data import HeadData, build_head_data
 from specviz.train.prompts import compose
 
@@ -91,7 +95,12 @@ def evaluate(head: AcceptanceHead, data: HeadData, w: float) -> dict:
 
 
 def train_head(
-    train: HeadData, val: HeadData, cfg: HeadTrainConfig, rng: torch.Generator, show_progress: bool = True
+    train: HeadData,
+    val: HeadData,
+    cfg: HeadTrainConfig,
+    rng: torch.Generator,
+    show_progress: bool = True,
+    on_epoch: Callable[[int], None] = lambda epoch: None,
 ) -> tuple[AcceptanceHead, list[dict]]:
     """AdamW, cosine schedule with 3% warm-up, up to cfg.epochs; metrics on `val` after every epoch, and
     the head of the epoch with the least `val` loss is returned (early stopping: the head over-fits the
@@ -120,6 +129,7 @@ def train_head(
         bar.set_postfix(val_loss=f"{history[-1]['loss']:.4f}", auc=f"{history[-1]['auc']:.3f}")
         if history[-1]["loss"] < best[0]:
             best = (history[-1]["loss"], {k: v.clone() for k, v in head.state_dict().items()})
+        on_epoch(epoch + 1)
     bar.close()
     head.load_state_dict(best[1])
     return head.eval(), history
@@ -171,13 +181,13 @@ def main(argv=None) -> None:
         help="for data generation; fp32 because batched bf16 matmuls have no fast path on AVX2 CPUs",
     )
     for name in ("prompts", "new_tokens", "gen_batch", "epochs", "batch", "num_layers", "seed"):
-        ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
+        ap.add_argument("--" + name.replace("_", "-"), type=int, default=SUPPRESS, help=f"default {getattr(d, name)}")
     for name in ("greedy_fraction", "mixing_ratio", "reject_weight", "lr", "heldout_fraction"):
-        ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name))
+        ap.add_argument("--" + name.replace("_", "-"), type=float, default=SUPPRESS, help=f"default {getattr(d, name)}")
     ap.add_argument(
         "--inputs",
         nargs="*",
-        default=list(d.inputs),
+        default=SUPPRESS,
         choices=CATALOG,
         metavar="NAME",
         help=f"scalar inputs beside the hidden state, from {', '.join(CATALOG)} "
@@ -186,55 +196,107 @@ def main(argv=None) -> None:
     ap.add_argument(
         "--lag",
         action=argparse.BooleanOptionalAction,
-        default=d.lag,
+        default=SUPPRESS,
         help="score each candidate at its own input position, one draft step late (the paper's); "
         "--no-lag: from the state that drafted it (AcceptanceHead)",
     )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="the quick preset (QUICK: minutes on a 2-core CPU for a small pair), prompts from the shipped "
+        "Spec-Bench sample; other flags given still apply",
+    )
     a = ap.parse_args(argv)
-    a.inputs = tuple(a.inputs)
-    cfg = replace(d, **{k: getattr(a, k) for k in asdict(d)})
+    base = QUICK if a.quick else d
+    given = {k: tuple(v) if k == "inputs" else v for k, v in vars(a).items() if k in asdict(d)}  # flags on the line
+    cfg = replace(base, **given)
     t0 = time.perf_counter()
     pair = load_pair(
         ModelConfig(target=a.target, draft=a.draft, dtype=a.dtype, device=a.device, eagle=a.eagle or "none")
     )
     if pair.draft is pair.target and not a.eagle:
         raise SystemExit("no draft model found: train the draft first (python -m specviz.train draft)")
-    drafter = pair.eagle if a.eagle else pair.draft
-    folder = a.eagle or a.draft or DEFAULT_DRAFT
-    weights = Path(folder) / ("eagle.safetensors" if a.eagle else "draft.safetensors")
-    if not Path(folder).is_dir():  # a hub draft: its head goes to the user cache, keyed by the hub id
-        folder, weights = head_cache(folder), None
-    digest = file_digest(weights) if weights is not None and weights.exists() else ""
-    rng = make_rng(cfg.seed)
-    prompts = [encode_prompt(pair.tokenizer, text) for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
-    folder_data = (
-        cache_dir()
-        / "train"
-        / f"head-data-{_data_key(cfg, pair.info['target'] + digest + a.dtype, drafter.context_vocab)}"
-    )
-    bar = tqdm(total=len(prompts) * cfg.new_tokens, desc="head data", unit="tok")
-    pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
-    data = build_head_data(pair.target, drafter, prompts, cfg, pair.eos_ids, pad, bar.update, folder_data)
+    bar = tqdm(total=100, desc="head", unit="%")
+
+    def progress(done: float, what: str) -> None:
+        bar.set_postfix_str(what)
+        bar.update(round(done * 100) - bar.n)
+
+    source = "spec-bench" if a.quick else "composed"
+    path, meta = fit_for_pair(pair, pair.eagle if a.eagle else pair.draft, cfg, source, progress, t0=t0)
     bar.close()
+    print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in meta["heldout"].items()}, indent=1))
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB) in {meta['total_s']:.0f} s")
+
+
+class Stopped(Exception):
+    """Training was stopped before it finished (nothing is written)."""
+
+
+def head_prompts(pair: Pair, cfg: HeadTrainConfig, source: str) -> list[list[int]]:
+    """The prompts the head's data continues: "composed" chat prompts (`prompts.compose`, never Spec-Bench; the
+    shipped heads'), or "spec-bench": a stratified sample of the shipped Spec-Bench questions (the quick preset's)."""
+    if source == "spec-bench":
+        rows = stratified(read_prompts(SPEC_BENCH), cfg.prompts, PROMPT_SEED + cfg.seed)
+        return [encode_prompt(pair.tokenizer, r["turns"][0]) for r in rows]
+    return [encode_prompt(pair.tokenizer, text) for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
+
+
+def fit_for_pair(
+    pair: Pair,
+    drafter: LM,
+    cfg: HeadTrainConfig,
+    source: str = "composed",
+    progress: Callable[[float, str], None] = lambda done, what: None,
+    stop: Callable[[], bool] = lambda: False,
+    t0: float | None = None,
+) -> tuple[Path, dict]:
+    """Train a head for `drafter` (the pair's draft or EAGLE drafter) on the loaded `pair` and write it where
+    SpecDec++ looks for it (`head_folder`: beside a local drafter, the user cache for a hub one); (path, its card).
+    `progress(fraction, what)` is told as the data and the epochs go; `stop()` true ends it with `Stopped`."""
+    t0 = time.perf_counter() if t0 is None else t0
+    folder = head_folder(pair, drafter)
+    if folder is None:
+        raise ValueError("this drafter has no folder or hub id to keep a head beside")
+    weights = folder / ("eagle.safetensors" if drafter is pair.eagle else "draft.safetensors")
+    digest = file_digest(weights) if weights.exists() else ""
+    rng = make_rng(cfg.seed)
+    prompts = head_prompts(pair, cfg, source)
+    key = _data_key(cfg, pair.info["target"] + digest + pair.info["dtype"] + source, drafter.context_vocab)
+    total, seen = len(prompts) * cfg.new_tokens, 0
+
+    def on_tokens(n: int) -> None:
+        nonlocal seen
+        seen += n
+        progress(0.8 * seen / total, f"the target's answers: {seen:,} of {total:,} tokens")
+        if stop():
+            raise Stopped("training stopped")
+
+    pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
+    folder_data = cache_dir() / "train" / f"head-data-{key}"
+    data = build_head_data(pair.target, drafter, prompts, cfg, pair.eos_ids, pad, on_tokens, folder_data)
     data_s = time.perf_counter() - t0
     data = data.for_head(cfg.lag)
     train, heldout = split_by_prompt(data, len(prompts), cfg.heldout_fraction, rng)
     fit, val = split_by_prompt(train, len(prompts), cfg.heldout_fraction, rng)  # val: early stopping only
-    print(
-        f"head data: {len(fit.label)} train, {len(val.label)} validation, {len(heldout.label)} held-out rows "
-        f"({data_s:.0f} s)"
-    )
-    head, history = train_head(fit, val, cfg, rng)
+
+    def on_epoch(epoch: int) -> None:
+        progress(0.8 + 0.2 * epoch / cfg.epochs, f"training: epoch {epoch} of {cfg.epochs}")
+        if stop():
+            raise Stopped("training stopped")
+
+    head, history = train_head(fit, val, cfg, rng, show_progress=False, on_epoch=on_epoch)
     best = min(history, key=lambda h: h["loss"])
     final = {"epoch": best["epoch"], **evaluate(head, heldout, cfg.reject_weight)}
-    drafter_name = pair.drafter_name(pair.eagle if a.eagle else pair.draft)
     meta = {
         "target": pair.info["target"],
-        "draft": drafter_name,
+        "draft": pair.drafter_name(drafter),
         "draft_sha256": digest,
         "context_vocab": drafter.context_vocab,
         "recipe": asdict(cfg),
+        "prompts_from": source,
         "heldout": final,
+        "rows": len(data.label),  # labelled draft tokens seen (train, validation and held-out)
         "train_rows": len(fit.label),
         "val_rows": len(val.label),
         "val_history": [
@@ -243,7 +305,8 @@ def main(argv=None) -> None:
         ],
         "data_s": round(data_s, 1),
         "total_s": round(time.perf_counter() - t0, 1),
+        "trained": time.strftime("%Y-%m-%d %H:%M"),
     }
     path = save_head(head, folder, meta)
-    print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in final.items()}, indent=1))
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB) in {meta['total_s']:.0f} s")
+    progress(1.0, "done")
+    return path, meta

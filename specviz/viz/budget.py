@@ -100,3 +100,22 @@ def budget_figure(curves: dict[str, dict], dtype: str | None = None) -> go.Figur
     base_layout(fig, BUDGET_HEIGHT, "Verification cost on the machine that measured it", sub, legend_space=44)
     fig.update_layout(margin=dict(t=100))
     return fig
+
+
+def budget_note(record: dict | None, here: bool) -> str:
+    """One paragraph on a measurement: where and when it ran, what a target forward costs at 1 and 16 tokens, and
+    the budget each pick chose. `here`: measured on this machine (else a shipped record of another)."""
+    if not record:
+        return "No verify curve yet: *Measure* times the loaded pair on this machine."
+    m = record.get("machine") or {}
+    where = m.get("gpu") or m.get("cpu") or "an unnamed machine"
+    whose = "this machine" if here else f"{where} (the shipped curve of the default pair; *Measure* times yours here)"
+    t = dict(zip(record["target"]["n"], record["target"]["ms"]))
+    cost = f"a target forward takes {t.get(1, 0):.1f} ms for 1 token and {t.get(16, 0):.1f} ms for 16"
+    picks = [
+        f"{who}, {temp}: budget {p['budget']} ({p['tokens_per_s']:.1f} tokens/s expected)"
+        for key, p in (record.get("picks") or {}).items()
+        for who, temp in [pick_label(key)]
+    ]
+    best = "; best tree budgets: " + "; ".join(picks) if picks else "; no acceptance vector to pick a budget from"
+    return f"Measured on {whose}, {record.get('measured', '')}, {record.get('dtype')}: {cost}{best}."

@@ -145,9 +145,18 @@ def has_head(pair, lm=None) -> bool:
 def head_card(pair, lm=None) -> dict:
     """What a trace records of the head beside drafter `lm` (its `card`, from its JSON config alone; {} when there is
     none)."""
+    return card(head_config(pair, lm)) if has_head(pair, lm) else {}
+
+
+def head_config(pair, lm=None) -> dict:
+    """The JSON config (its card's source: recipe, held-out metrics, rows, time) of the head beside drafter `lm`;
+    {} when there is none or it cannot be read."""
     if not has_head(pair, lm):
         return {}
-    return card(json.loads((head_folder(pair, lm) / HEAD_CONFIG).read_text()))
+    try:
+        return json.loads((head_folder(pair, lm) / HEAD_CONFIG).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def card(cfg: dict) -> dict:
@@ -167,7 +176,8 @@ def head_for_pair(pair, lm=None) -> AcceptanceHead:
         raise ValueError(
             f"SpecDec++ needs an acceptance head trained for this pair (target {pair.info.get('target')}, "
             f"draft {pair.info.get('draft')}), and none was found{f' in {folder}' if folder else ''}. "
-            "Train one with `python -m specviz.train head`, or pick another method."
+            "Train one with `specviz train head --quick --target TARGET --draft DRAFT` (minutes for a small pair) or, "
+            "on a local page, with *Train a head for this pair* under Model pair; or pick another method."
         )
     head, cfg = load_head(folder)
     if cfg.get("target") not in (None, pair.info.get("target")):

@@ -1,0 +1,76 @@
+"""The page's work on the loaded pair besides decoding: training its SpecDec++ head (then SpecDec++ runs with no
+reload; Stop ends it and writes nothing; a public page refuses) and measuring its hardware curves here."""
+
+import threading
+from dataclasses import replace
+
+import pytest
+
+from specviz.app import pairwork, session
+from specviz.core.config import RunConfig
+from specviz.core.curves import local_record
+from specviz.tools.families import save_pair
+from specviz.train.config import HeadTrainConfig
+from specviz.train.head import Stopped
+
+TINY = HeadTrainConfig(prompts=12, new_tokens=12, gen_batch=4, epochs=2)
+
+
+@pytest.fixture
+def own_pair(tmp_path, monkeypatch):
+    """A tiny local pair with no head, as typed into the page; the quick preset made tinier."""
+    monkeypatch.setattr(session, "QUICK", TINY)
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    target, draft = save_pair("llama", tmp_path)
+    cfg = session.model_config(session.DEFAULT_PAIR, "fp32", str(target), str(draft))
+    return replace(cfg, eagle="none"), draft
+
+
+def test_a_head_trained_from_the_page_serves_specdecpp_with_no_reload(own_pair):
+    cfg, draft = own_pair
+    with pytest.raises(ValueError, match="needs an acceptance head"):
+        session.run_to_end("Hello there", RunConfig(method="specdecpp", max_new_tokens=4), cfg)
+    assert session.head_card_of(cfg) == {}
+    pair = session.loaded(cfg)
+    seen = []
+    card = session.train_head(cfg, lambda f, what: seen.append((f, what)), threading.Event())
+    assert seen[-1][0] == 1.0 and any("answers" in w for _, w in seen) and any("epoch" in w for _, w in seen)
+    assert (draft / "acceptance_head.safetensors").exists() and card["rows"] > 0 and card["total_s"] > 0
+    assert session.loaded(cfg) is pair  # no reload
+    trace = session.run_to_end("Hello there", RunConfig(method="specdecpp", max_new_tokens=4), cfg)
+    assert len(trace.output_ids) == 4 and trace.models["acceptance_head"]["heldout_auc"] == card["heldout"]["auc"]
+    note = pairwork.head_note(session.head_card_of(cfg))
+    assert "held-out AUC" in note and "draft tokens seen" in note
+
+
+def test_stop_ends_training_and_writes_nothing(own_pair):
+    cfg, draft = own_pair
+    stop = threading.Event()
+
+    def progress(done, what):
+        if done > 0:
+            stop.set()  # Stop pressed once the answers began
+
+    with pytest.raises(Stopped):
+        session.train_head(cfg, progress, stop)
+    assert not (draft / "acceptance_head.safetensors").exists()
+
+
+def test_a_public_page_neither_trains_nor_measures(own_pair, monkeypatch):
+    cfg, _ = own_pair
+    monkeypatch.setenv("SPECVIZ_PUBLIC", "1")
+    with pytest.raises(ValueError, match="never trains"):
+        session.train_head(cfg, lambda f, w: None, threading.Event())
+    with pytest.raises(ValueError, match="shares its machine"):
+        session.measure_hardware(cfg, lambda f, w: None)
+    assert pairwork.head_note({}) == pairwork.PUBLIC_NOTE
+
+
+def test_measuring_the_loaded_pair_keeps_this_machines_record(own_pair, monkeypatch):
+    cfg, _ = own_pair
+    monkeypatch.setattr(session, "HARDWARE_PROMPTS", 2)
+    record = session.measure_hardware(cfg, lambda f, w: None)
+    pair = session.loaded(cfg)
+    assert local_record(pair.info)["target"] == record["target"]
+    assert set(record["picks"]) == {"T=0", "T=1"}
+    assert pairwork.estimate_s(10.0) > 0
