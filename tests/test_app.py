@@ -35,6 +35,9 @@ OUTPUTS = (
     "calib",
     "growth",
     "inspect",
+    "verification step",
+    "verification words",
+    "verification bars",
     "download",
     "trace",
 )

@@ -111,7 +111,7 @@ def test_a_click_in_the_tree_opens_a_node_or_a_fold(dyspec):
 def test_a_round_opens_on_its_first_rejection_and_the_replay_steps_through(dyspec, monkeypatch):
     r, c = _first(dyspec, REJECTED)
     assert default_node(r) == c
-    tree, stop, grow, replay, panel, opened = inspector.open_round(dyspec, r.index)
+    tree, stop, grow, replay, panel, opened, *_verification = inspector.open_round(dyspec, r.index)
     assert panel == node_panel(dyspec, r.index, c) and opened == []
     fig = inspector.on_growth(dyspec, r.index, 1, [])
     assert fig.layout.title.text.endswith("how the tree grew") and "step 1 of" in fig.layout.title.subtitle.text

@@ -10,10 +10,13 @@ import time
 
 import gradio as gr
 
+from specviz.analysis import verification
 from specviz.viz.inspect import HINT, default_node, node_panel
 from specviz.viz.stop import stop_figure
 from specviz.viz.style import CORRECTION, placeholder, span_nodes
 from specviz.viz.tree import tree_figure
+from specviz.viz.verification import bars_figure
+from specviz.viz.verification import panel as verify_panel
 
 REPLAY_STEP_S = 0.6  # seconds a growth step stays on screen in the replay
 EMPTY = "No run yet: press Run, or load a recorded trace."
@@ -27,16 +30,16 @@ def _greedy(trace) -> bool:
     return trace.config.get("sampling", {}).get("temperature", 0) == 0
 
 
-def round_views(trace, i, opened=(), step=None, stop: bool = True):
+def round_views(trace, i, opened=(), step=None, stop: bool = True, mark=None):
     """Tree and stop figures of round i (clamped to the trace); `step` > 0: the tree's growth at that step; `stop`
-    False: the tree alone (None for the stop figure)."""
+    False: the tree alone (None for the stop figure); `mark`: a node ringed (the verification replay's)."""
     if trace is None or not trace.rounds:
         return placeholder(EMPTY), placeholder(EMPTY)
     rnd = _round(trace, i)
     grow = step if step and rnd.expand_order else None
     t = trace.config.get("dyspec", {}).get("level_threshold", 0) if trace.method == "dyspec" else 0
     t = t if isinstance(t, (int, float)) and 0 < t <= 1 else 0  # a trace file is input
-    tree = tree_figure(rnd, trace.token_text, _greedy(trace), set(opened or ()), grow, t)
+    tree = tree_figure(rnd, trace.token_text, _greedy(trace), set(opened or ()), grow, t, mark)
     return tree, stop_figure(rnd, trace.token_text) if stop else None
 
 
@@ -56,8 +59,56 @@ def panel(trace, i, node=None) -> str:
 
 
 def open_round(trace, i, node=None):
-    """Everything that changes with the round on screen: tree, stop plot, growth controls, inspector, open folds."""
-    return (*round_views(trace, i), *growth_controls(trace, i), panel(trace, i, node), [])
+    """Everything that changes with the round on screen: tree, stop plot, growth controls, inspector, open folds and
+    the verification replay (back at its start)."""
+    return (
+        *round_views(trace, i),
+        *growth_controls(trace, i),
+        panel(trace, i, node),
+        [],
+        *verification_views(trace, i),
+    )
+
+
+def verification_views(trace, i, k: int = 0):
+    """The verification replay of round i at step k (0: not started): its slider, its words and its bars."""
+    if trace is None or not trace.rounds:
+        return gr.Slider(maximum=1, value=0), "", bars_figure(None, {})
+    try:
+        walk = verification.steps(trace, _round(trace, i).index)
+    except ValueError as e:  # a field the replay needs is not in this trace: say which
+        return gr.Slider(maximum=1, value=0), str(e), bars_figure(None, {})
+    k = max(0, min(int(k or 0), len(walk)))
+    st = walk[k - 1] if k else None
+    text = verify_panel(st, k, len(walk), trace.token_text)
+    return gr.Slider(maximum=max(len(walk), 1), value=k), text, bars_figure(st, trace.token_text)
+
+
+def on_verify(trace, i, k, opened):
+    """A step of the verification replay: the tree with the node being judged ringed (or the drawn token), the
+    step's words and bars."""
+    if trace is None or not trace.rounds:
+        return gr.skip(), gr.skip(), gr.skip()
+    _, text, bars = verification_views(trace, i, k)
+    try:
+        walk = verification.steps(trace, _round(trace, i).index)
+    except ValueError:
+        return gr.skip(), text, bars
+    st = walk[int(k) - 1] if k and 0 < int(k) <= len(walk) else None
+    mark = None if st is None else st.node if st.kind == verification.JUDGE else CORRECTION
+    return round_views(trace, i, opened, stop=False, mark=mark)[0], text, bars
+
+
+def verify_step(trace, i, k, delta: int, opened):
+    """The replay's step buttons: one step on or back (clamped)."""
+    if trace is None or not trace.rounds:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    try:
+        n = len(verification.steps(trace, _round(trace, i).index))
+    except ValueError:
+        n = 0
+    k = max(0, min(int(k or 0) + delta, n))
+    return (k, *on_verify(trace, i, k, opened))
 
 
 def step_round(trace, i, delta: int):
@@ -74,11 +125,11 @@ def on_token(trace, evt: gr.SelectData):
 def token_round(trace, index):
     """A clicked output token (its span index): its round, with the inspector on its node."""
     if trace is None or index is None:
-        return (gr.skip(),) * 7
+        return (gr.skip(),) * 10
     spans = span_nodes(trace)
     k = index[0] if isinstance(index, (list, tuple)) else index
     if not isinstance(k, int) or not 0 <= k < len(spans):
-        return (gr.skip(),) * 7
+        return (gr.skip(),) * 10
     j, node = spans[k]
     return (j, *open_round(trace, j, node))
 

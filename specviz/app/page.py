@@ -25,9 +25,12 @@ STATE_TTL_S = 3600
 # the run views' names, in the order the /run and /import_trace endpoints return them
 VIEWS = (
     "st_trace", "st_base", "status", "cards", "spans", "round_slider", "tree_plot", "stop_plot", "speed_plot",
-    "pos_plot", "hist_plot", "calib_plot", "growth", "replay_btn", "inspect", "st_open", "download", "trace_json",
+    "pos_plot", "hist_plot", "calib_plot", "growth", "replay_btn", "inspect", "st_open", "vr_step", "vr_text",
+    "vr_bars", "download", "trace_json",
 )  # fmt: skip
-ROUND_VIEWS = ("tree_plot", "stop_plot", "growth", "replay_btn", "inspect", "st_open")  # inspector.open_round
+ROUND_VIEWS = (  # inspector.open_round
+    "tree_plot", "stop_plot", "growth", "replay_btn", "inspect", "st_open", "vr_step", "vr_text", "vr_bars",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,14 @@ def _views(c: dict, b: dict, v: dict) -> promptset.Tab:
             0, 1, value=0, step=1, label="Growth replay: step (0 = the verdicts)", visible=False, scale=4
         )
         v["replay_btn"] = gr.Button("▶ replay how the tree grew", size="sm", visible=False, scale=1)
+    with gr.Accordion("Verification, step by step", open=False, elem_id="sv-verify"):
+        with gr.Row(equal_height=False):
+            b["vr_prev"] = gr.Button("◀ step", size="sm", scale=0, min_width=90, elem_id="sv-vr-prev")
+            v["vr_step"] = gr.Slider(0, 1, value=0, step=1, label="Verification step (0 = the verdicts)", scale=8)
+            b["vr_next"] = gr.Button("next step ▶", size="sm", scale=0, min_width=110, elem_id="sv-vr-next")
+        with gr.Row(equal_height=True):
+            v["vr_text"] = gr.Markdown(label="verification step", elem_id="sv-vr-text")
+            v["vr_bars"] = gr.Plot(label="the distribution the step reads", show_label=False, elem_id="sv-vr-bars")
     v["inspect"] = gr.HTML(f'<div class="sv-inspect">{HINT}</div>', label="node inspector", elem_id="sv-inspect")
     c["pick"] = gr.Textbox(elem_id="sv-pick", show_label=False, container=False, elem_classes=["sv-hidden"])
     v["spans"] = gr.HighlightedText(

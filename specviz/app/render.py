@@ -54,6 +54,7 @@ def render(page, trace, base, note, file, data: dict | None = None) -> dict:
                 "replay_btn": gr.Button(visible=False),
                 "inspect": inspector.panel(None, 0),
                 "st_open": [],
+                **dict(zip(("vr_step", "vr_text", "vr_bars"), inspector.verification_views(None, 0))),
             },
         )
     shown = showcase_round(trace.rounds)

@@ -81,6 +81,13 @@ def wire_rounds(page: Page) -> None:
     replay_ev = v["replay_btn"].click(inspector.replay, [*at, v["st_open"]], [v["growth"], v["tree_plot"]], **NAV)
     for ev in (v["round_slider"].input, v["growth"].input, b["prev"].click, b["next"].click):
         ev(None, None, None, cancels=[replay_ev], **NAV)
+    walked = [v["tree_plot"], v["vr_text"], v["vr_bars"]]
+    v["vr_step"].input(inspector.on_verify, [*at, v["vr_step"], v["st_open"]], walked, **NAV)
+    step_in = [*at, v["vr_step"], v["st_open"]]
+    for button, delta in ((b["vr_prev"], -1), (b["vr_next"], +1)):
+        button.click(
+            lambda t, i, k, o, d=delta: inspector.verify_step(t, i, k, d, o), step_in, [v["vr_step"], *walked], **NAV
+        )
 
 
 def launch_options() -> dict:

@@ -26,6 +26,7 @@ MAX_VOCAB = 2**24
 
 TokenId = Annotated[int, Field(ge=0, lt=MAX_VOCAB)]
 Prob = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Mass = Annotated[float, Field(ge=0, le=1.001, allow_inf_nan=False)]  # a renormalised probability (float rounding)
 Ms = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
 Pair = Annotated[list[TokenId | Prob], Field(min_length=2, max_length=2)]  # [token id, probability]
@@ -71,6 +72,9 @@ class Round(_Record):
     stop_reason: Literal["threshold", "k_max", "eos", "budget"] | None = None
     hindsight_k: Count | None = None
     u: list[Prob | None] | None = Field(None, max_length=MAX_TREE_NODES)
+    judged: list[Annotated[list[Mass], Field(min_length=2, max_length=2)] | None] | None = Field(
+        None, max_length=MAX_TREE_NODES
+    )
     q_top: list[Top | None] | None = Field(None, max_length=MAX_TREE_NODES)
     p_top: list[Top | None] | None = Field(None, max_length=MAX_TREE_NODES)
     residual_top: list[Top | None] | None = Field(None, max_length=MAX_TREE_NODES)
@@ -93,6 +97,8 @@ class Round(_Record):
             raise ValueError("status and p must have one entry per tree node")
         if self.u is not None and len(self.u) != n:
             raise ValueError("u must have one entry per tree node (null where no draw was made)")
+        if self.judged is not None and len(self.judged) != n:
+            raise ValueError("judged must have one entry per tree node (null where no node was judged)")
         for name in ("q_top", "p_top", "residual_top", "p_entropy", "values"):
             xs = getattr(self, name)
             if xs is not None and len(xs) != n:

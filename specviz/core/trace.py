@@ -86,6 +86,9 @@ class RoundTrace:
     stop_reason: str | None = None
     hindsight_k: int | None = None
     u: tuple[float | None, ...] | None = None  # per node, the uniform draw it was judged with (sampled runs)
+    # sampled runs: per judged node, [R(y), D(y)] when it was judged (the residual's and the proposal's probability
+    # of its token; D = 1 for a copied node): accepted iff u D(y) < R(y), the verifier's own comparison
+    judged: tuple[list | None, ...] | None = None
     # the node inspector's records (RunConfig.record_top; engine.tops): per node, [[token id, probability], ...]
     q_top: tuple[list | None, ...] | None = None  # the top of the draft distribution the node was drawn from
     p_top: tuple[list | None, ...] | None = None  # the top of the target's distribution it was judged against
@@ -188,6 +191,7 @@ def _trace_from_dict(d: dict) -> GenerationTrace:
             stop_reason=r.stop_reason,
             hindsight_k=r.hindsight_k,
             u=_tuple(r.u),
+            judged=_tuple(r.judged),
             q_top=_tuple(r.q_top),
             p_top=_tuple(r.p_top),
             residual_top=_tuple(r.residual_top),

@@ -42,6 +42,8 @@ class Verdict:
     correction: str
     u: list[float | None] | None = None  # sampled verification: the uniform draw each judged node was compared with
     residuals: dict[int, torch.Tensor] | None = None  # rejected node -> the residual R left after its rejection
+    # sampled verification: per judged node, (R(y), D(y)) at its judgement: accepted iff u D(y) < R(y) (D = 1 copied)
+    judged: list[tuple[float, float] | None] | None = None
 
 
 def verify_greedy(tree: DraftTree, argmax: list[int]) -> Verdict:
@@ -76,12 +78,13 @@ def verify_sampled(
     kids = children(tree.parents)
     status = [ROOT] + [UNVISITED] * (len(tree) - 1)
     draws: list[float | None] = [None] * len(tree)
+    judged: list[tuple[float, float] | None] = [None] * len(tree)
     left: dict[int, torch.Tensor] = {}
     path, u = [], 0
     while True:
         if not kids[u]:
             y = sample(p[u], rng)  # leaf reached: bonus token
-            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], BONUS, draws, left)
+            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], BONUS, draws, left, judged)
         R = p[u]
         D = proposals[u].clone() if u in proposals else None
         nxt = None
@@ -89,7 +92,8 @@ def verify_sampled(
             y = tree.tokens[c]
             if c in copied:
                 draws[c] = uniform(rng)
-                if draws[c] < float(R[y]):  # accept with prob min(1, R[y] / 1)
+                judged[c] = (float(R[y]), 1.0)
+                if draws[c] < judged[c][0]:  # accept with prob min(1, R[y] / 1)
                     nxt = c
                     break
                 status[c] = REJECTED
@@ -100,7 +104,8 @@ def verify_sampled(
                 left[c] = R
                 continue
             draws[c] = uniform(rng)
-            if draws[c] * float(D[y]) < float(R[y]):  # accept with prob min(1, R[y]/D[y])
+            judged[c] = (float(R[y]), float(D[y]))
+            if draws[c] * judged[c][1] < judged[c][0]:  # accept with prob min(1, R[y]/D[y])
                 nxt = c
                 break
             status[c] = REJECTED
@@ -110,7 +115,7 @@ def verify_sampled(
             D = D / mass if mass > 0 else None
         if nxt is None:
             y = sample(R, rng)
-            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], RESAMPLE, draws, left)
+            return Verdict(status, path, [tree.tokens[i] for i in path] + [y], RESAMPLE, draws, left, judged)
         status[nxt] = ACCEPTED
         path.append(nxt)
         u = nxt

@@ -107,6 +107,7 @@ def iter_rounds(
             draft_forwards=prop.draft_forwards,
             copied=tuple(sorted(prop.copied)) or None,
             u=None if verdict.u is None else tuple(verdict.u),
+            judged=None if verdict.judged is None else tuple(None if j is None else list(j) for j in verdict.judged),
             **tops,
             **(prop.growth if run.record_top else {}),
             **prop.info,

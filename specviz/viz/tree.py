@@ -222,12 +222,13 @@ def tree_figure(
     opened=(),
     step: int | None = None,
     level_threshold: float = 0,
+    mark=None,
 ) -> go.Figure:
     """The round's draft tree as token chips coloured by status; hover shows q, p and min(1, p/q), a click
     (`customdata`: the node, or a folded group's `fold_id`) opens it. Too many rows for MAX_TREE_HEIGHT fold into
     "+n more" chips unless named in `opened`. `step` k (1..n, tree methods): the growth replay, the tree as it
     stood after its first k nodes, with the slots competing for the next draw ringed (`level_threshold`: the
-    DySpec level variant's t, named in the words)."""
+    DySpec level variant's t, named in the words). `mark`: a node (or CORRECTION) ringed, as the newest is."""
     if len(rnd.tree) > MAX_DRAW_NODES:
         return placeholder(
             f"Round {rnd.index}: the draft tree has {len(rnd.tree)} nodes,\n"
@@ -252,7 +253,7 @@ def tree_figure(
     plot_h = max(TREE_PLOT_HEIGHT, ROW_HEIGHT * rows)  # past the cap only where opened groups need the rows
     fig = go.Figure()
     _edges(fig, g, pos)
-    newest = rnd.expand_order[step - 1] if growth and step else None
+    newest = rnd.expand_order[step - 1] if growth and step else mark
     _chips(fig, rnd, g, pos, token_text, greedy, sz, newest)
     if growth:
         _slots(fig, rnd, g, pos, token_text, step)
