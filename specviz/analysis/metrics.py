@@ -84,6 +84,15 @@ def acceptance_by_position(rounds: Sequence[RoundTrace]) -> list[tuple[int, int,
     ]
 
 
+def expected_accepted(rnd: RoundTrace) -> float:
+    """The accepted length the draft expected of its tree: the sum over drafted nodes of the product of q along the
+    path to each (the chance its whole path is accepted, if each node is accepted with its own q: DySpec's premise)."""
+    value = [1.0] * len(rnd.tree)
+    for i in range(1, len(rnd.tree)):
+        value[i] = value[rnd.tree.parents[i]] * rnd.tree.q[i]
+    return sum(value[1:])
+
+
 def accepted_length_histogram(rounds: Sequence[RoundTrace]) -> list[int]:
     """counts[n] = rounds that accepted exactly n draft tokens, n = 0..longest draft."""
     c = Counter(r.n_accepted for r in rounds)

@@ -315,6 +315,24 @@ def open_recorded(page, recorded: str | None):
     return render(page, trace, base, note, paths[recorded])
 
 
+LESSON_VIEW = {
+    "verify": "Open *Verification, step by step* under the tree and press *next step* to walk through it.",
+    "stop": "The panel beside the tree shows the head's estimate after each draft step against h.",
+    "growth": "Press *▶ replay how the tree grew* to watch the tree grow node by node.",
+}
+
+
+def open_lesson(page, lesson: str | None):
+    """A lesson: its recorded trace opened on its round, its words in the status line (no model needed)."""
+    try:
+        entry, trace, path = session.lesson(lesson or "")
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
+    note = f"**Lesson: {entry['title']}.** {entry['text']} {LESSON_VIEW.get(entry.get('view'), '')}"
+    views = render(page, trace, None, note, path, shown=entry["round"])
+    return views | {page.views["vr_acc"]: gr.Accordion(open=entry.get("view") == "verify")}
+
+
 def pick_set_row(page, st_set, evt: gr.SelectData):
     picked = promptset.pick(st_set, evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index)
     if picked is None:

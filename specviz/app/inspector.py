@@ -12,7 +12,7 @@ import gradio as gr
 
 from specviz.analysis import verification
 from specviz.viz.inspect import HINT, default_node, node_panel
-from specviz.viz.stop import stop_figure
+from specviz.viz.side import side_figure
 from specviz.viz.style import CORRECTION, placeholder, span_nodes
 from specviz.viz.tree import tree_figure
 from specviz.viz.verification import bars_figure
@@ -22,8 +22,12 @@ REPLAY_STEP_S = 0.6  # seconds a growth step stays on screen in the replay
 EMPTY = "No run yet: press Run, or load a recorded trace."
 
 
+def _index(trace, i) -> int:
+    return max(0, min(int(i), len(trace.rounds) - 1))
+
+
 def _round(trace, i):
-    return trace.rounds[max(0, min(int(i), len(trace.rounds) - 1))]
+    return trace.rounds[_index(trace, i)]
 
 
 def _greedy(trace) -> bool:
@@ -40,7 +44,7 @@ def round_views(trace, i, opened=(), step=None, stop: bool = True, mark=None):
     t = trace.config.get("dyspec", {}).get("level_threshold", 0) if trace.method == "dyspec" else 0
     t = t if isinstance(t, (int, float)) and 0 < t <= 1 else 0  # a trace file is input
     tree = tree_figure(rnd, trace.token_text, _greedy(trace), set(opened or ()), grow, t, mark)
-    return tree, stop_figure(rnd, trace.token_text) if stop else None
+    return tree, side_figure(trace, _index(trace, i)) if stop else None
 
 
 def growth_controls(trace, i):

@@ -107,6 +107,11 @@ def _controls(c: dict, b: dict, v: dict, examples: list[str]) -> None:
             label="drafter: EAGLE (reads the target's features), the standalone draft "
             "model, or auto (EAGLE where the pair has one)",
         )
+    taught = session.lessons()
+    with gr.Accordion("Lessons (no model needed)", open=session.public(), visible=bool(taught)):
+        c["lesson"] = gr.Radio(
+            [e["title"] for e in taught], value=None, label="a recorded round to teach from", elem_id="sv-lessons"
+        )
     with gr.Accordion("Trace files", open=False):
         recorded = session.recorded()
         c["recorded"] = gr.Dropdown(
@@ -135,7 +140,7 @@ def _views(c: dict, b: dict, v: dict) -> promptset.Tab:
             0, 1, value=0, step=1, label="Growth replay: step (0 = the verdicts)", visible=False, scale=4
         )
         v["replay_btn"] = gr.Button("▶ replay how the tree grew", size="sm", visible=False, scale=1)
-    with gr.Accordion("Verification, step by step", open=False, elem_id="sv-verify"):
+    with gr.Accordion("Verification, step by step", open=False, elem_id="sv-verify") as v["vr_acc"]:
         with gr.Row(equal_height=False):
             b["vr_prev"] = gr.Button("◀ step", size="sm", scale=0, min_width=90, elem_id="sv-vr-prev")
             v["vr_step"] = gr.Slider(0, 1, value=0, step=1, label="Verification step (0 = the verdicts)", scale=8)

@@ -32,9 +32,9 @@ def _named(page, values: dict) -> dict:
     return {page.views[k]: v for k, v in values.items()}
 
 
-def render(page, trace, base, note, file, data: dict | None = None) -> dict:
-    """Every run view of a finished trace (opened on an instructive round); `file` is its trace file (for the export
-    button) and `data` its content, where the caller has it."""
+def render(page, trace, base, note, file, data: dict | None = None, shown: int | None = None) -> dict:
+    """Every run view of a finished trace (opened on round `shown`, else an instructive one); `file` is its trace file
+    (for the export button) and `data` its content, where the caller has it."""
     if trace is None:
         empty = placeholder("No trace: press Run or load a recorded trace.")
         figures = dict.fromkeys(("tree_plot", "stop_plot", "speed_plot", "pos_plot", "hist_plot", "calib_plot"), empty)
@@ -57,7 +57,7 @@ def render(page, trace, base, note, file, data: dict | None = None) -> dict:
                 **dict(zip(("vr_step", "vr_text", "vr_bars"), inspector.verification_views(None, 0))),
             },
         )
-    shown = showcase_round(trace.rounds)
+    shown = showcase_round(trace.rounds) if shown is None else max(0, min(int(shown), len(trace.rounds) - 1))
     views = dict(zip(ROUND_VIEWS, inspector.open_round(trace, shown)))
     sp = speedup(trace, base) if base is not None else None
     views |= {

@@ -29,7 +29,7 @@ import torch
 from specviz.analysis.hardware import context_ids, measure_pair, spread_prompts
 from specviz.analysis.runset import PromptRun
 from specviz.app.zerogpu import gpu, seconds_for
-from specviz.core.assets import SPEC_BENCH, TRACES
+from specviz.core.assets import LESSONS, SPEC_BENCH, TRACES
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.curves import save_local
 from specviz.core.device import resolve_device, resolve_dtype
@@ -354,6 +354,25 @@ def load_path(path: str | Path) -> tuple[GenerationTrace, GenerationTrace | None
 def recorded() -> dict[str, Path]:
     """The traces shipped in assets/traces, by file name (without .json)."""
     return {p.stem: p for p in sorted(TRACES.glob("*.json"))}
+
+
+def lessons() -> list[dict]:
+    """The shipped lessons (assets/lessons/index.json: id, title, text, file, round, view), in order; [] if none."""
+    index = LESSONS / "index.json"
+    try:
+        entries = json.loads(index.read_text(encoding="utf-8")) if index.exists() else []
+    except ValueError:
+        return []
+    return [e for e in entries if isinstance(e, dict) and (LESSONS / str(e.get("file", ""))).is_file()]
+
+
+def lesson(title: str) -> tuple[dict, GenerationTrace, Path]:
+    """The lesson named `title`: its entry, its trace and the trace's file (ValueError: no such lesson)."""
+    entry = next((e for e in lessons() if e["title"] == title), None)
+    if entry is None:
+        raise ValueError(f"no lesson {title!r}")
+    path = LESSONS / entry["file"]
+    return entry, load_path(path)[0], path
 
 
 def example_prompts() -> list[str]:

@@ -47,7 +47,15 @@ def wire(page: Page) -> None:
     c["file"].upload(imported, c["file"], page.outputs(), api_name="import_trace")
     recorded = bind(handlers.open_recorded, page)
     c["recorded"].input(recorded, c["recorded"], page.outputs(), **NAV)
-    page.demo.load(recorded, c["recorded"], page.outputs(), **NAV)
+    lesson = bind(handlers.open_lesson, page)
+    lesson_out = [*page.outputs(), v["vr_acc"]]
+    c["lesson"].input(lesson, c["lesson"], lesson_out, **NAV)
+    taught = session.lessons()
+    if session.public() and taught:  # a Space opens on the first lesson
+        page.demo.load(lambda: lesson(taught[0]["title"]), None, lesson_out, **NAV)
+        page.demo.load(lambda: taught[0]["title"], None, c["lesson"], **NAV)
+    else:
+        page.demo.load(recorded, c["recorded"], page.outputs(), **NAV)
     gr.api(handlers.measure, api_name="measure", **MODEL_EVENT)  # the API / MCP alone: a run's numbers as JSON
     wire_pairwork(page, run_ev)
     wire_rounds(page)

@@ -15,6 +15,7 @@ SPEC_BENCH = ASSETS / "spec_bench_questions.jsonl"  # Spec-Bench's 480 questions
 VERIFY_CURVES = ASSETS / "verify_curve.json"  # `specviz budget`: verify cost by tree size, per dtype
 ACCEPTANCE = ASSETS / "acceptance.json"  # `specviz acceptance`: Sequoia's P[k] per pair
 TRACES = ASSETS / "traces"  # recorded traces for the no-model mode
+LESSONS = ASSETS / "lessons"  # curated rounds of recorded traces (index.json; `specviz lessons` records them)
 TRAIN_ANSWERS = ASSETS / "train-answers"  # the target's answers as token ids, read by `specviz.train`
 SCREENSHOT = ASSETS / "screenshot.png"
 TREE_SHOTS = ASSETS / "screenshots"  # the tree view: a budget-32 tree, the inspector at a rejection, its growth

@@ -33,6 +33,7 @@ from specviz.tools.bench.run import main as bench_main
 from specviz.tools.budget import main as budget_main
 from specviz.tools.copy_calibration import main as copy_calibration_main
 from specviz.tools.families import main as families_main
+from specviz.tools.lessons import main as lessons_main
 from specviz.tools.loadtest import main as loadtest_main
 from specviz.tools.lookup_priors import main as lookup_priors_main
 from specviz.tools.pagecost import main as pagecost_main
@@ -197,6 +198,7 @@ TOOLS = {
     "families": families_main,
     "pagecost": pagecost_main,
     "train": train_main,
+    "lessons": lessons_main,
 }
 
 

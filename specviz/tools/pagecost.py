@@ -80,10 +80,11 @@ def measure(client: Client, pair, name: str, repeats: int, dtype: str) -> dict:
     }
 
 
-def serve_app(dtype: str) -> tuple[subprocess.Popen, str]:
-    """`python app.py` on a free localhost port, waited for (the default pair loads first); (process, URL)."""
+def serve_app(extra_env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """`python app.py` on a free localhost port (with `extra_env`: SPACE_ID, say), waited for (the default pair
+    loads first); (process, URL)."""
     port = screenshot.free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1"}
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", **(extra_env or {})}
     proc = subprocess.Popen([sys.executable, str(REPO / "app.py")], env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 600
@@ -105,7 +106,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="auto", choices=("auto", "fp32", "bf16"))
     ap.add_argument("--out", type=output_file, default=None, help="also write the JSON record here")
     a = ap.parse_args(argv)
-    proc, url = serve_app(a.dtype)
+    proc, url = serve_app()
     try:
         client = Client(url, verbose=False)
         pair = session.loaded(session.model_config(session.DEFAULT_PAIR, a.dtype))

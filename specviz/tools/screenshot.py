@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from specviz.analysis import verification
 from specviz.app import session, ui
 from specviz.core.args import output_file, positive
 from specviz.core.assets import REPORT_SHOT, SCREENSHOT, TREE_SHOTS
@@ -196,6 +197,36 @@ def tree_shots(page, out: Path) -> list[Path]:
     return [tree, inspect, growth]
 
 
+def verification_shot(page, url: str, out: Path) -> Path:
+    """The sampled tree lesson's verification replay at its first sibling judged against a residual (the tree with
+    that node ringed, the step's words and the residual's bars), as one picture in `out`."""
+    entry = next(e for e in session.lessons() if e["id"] == "second-sibling")
+    _, trace, _ = session.lesson(entry["title"])
+    walk = verification.steps(trace, entry["round"])
+    k = next((i for i, st in enumerate(walk, 1) if st.after is not None and st.accepted), len(walk))
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
+    page.get_by_role("button", name="Lessons (no model needed)").click()
+    page.get_by_label(entry["title"]).check()
+    page.locator("#sv-vr-next").wait_for(state="visible", timeout=30_000)
+    set_number(page, "Verification step (0 = the verdicts)", k)
+    page.wait_for_function(
+        f"(document.querySelector('#sv-vr-text')?.innerText || '').includes('Step {k} of')", timeout=30_000
+    )
+    page.wait_for_timeout(800)
+    scrolled = page.evaluate("window.scrollY")  # boxes are in the viewport; a full-page clip is in the page
+    top = page.locator("#sv-tree").bounding_box()
+    bottom = page.locator("#sv-verify").bounding_box()
+    shot = out / "verification.png"
+    height = bottom["y"] + bottom["height"] - top["y"]
+    page.screenshot(
+        path=str(shot),
+        full_page=True,
+        clip={"x": bottom["x"], "y": top["y"] + scrolled, "width": bottom["width"], "height": height},
+    )
+    return shot
+
+
 def run_prompt_set(page, url: str, n: int = 2, max_new: int = 12) -> None:
     """Open the page's Prompt set tab and run the picked method over n Spec-Bench prompts, to the end."""
     page.goto(url, wait_until="domcontentloaded")
@@ -229,6 +260,9 @@ def main(argv=None) -> int:
     ap.add_argument("--trees", type=Path, default=TREE_SHOTS, help="folder for the tree, inspector and growth pictures")
     ap.add_argument("--max-new-tokens", type=positive(int), default=16)
     ap.add_argument("--report", type=Path, default=None, help="only photograph this `specviz report` HTML file")
+    ap.add_argument(
+        "--verification", action="store_true", help="only photograph a lesson's verification replay (verification.png)"
+    )
     a = ap.parse_args(argv)
     if a.report is not None:
         if not a.report.is_file():
@@ -239,11 +273,15 @@ def main(argv=None) -> int:
         print(f"wrote {shot}")
         return 0
     url = serve()
+    if a.verification:
+        with browser_page() as page:
+            print(f"wrote {verification_shot(page, url, a.trees)}")
+        return 0
     with browser_page() as page:
         run_default_prompt(page, url, a.max_new_tokens)
         show_accepted_round(page)
         page.screenshot(path=str(a.out), full_page=True)
         run_tree_prompt(page, url)
-        shots = tree_shots(page, a.trees)
+        shots = [*tree_shots(page, a.trees), verification_shot(page, url, a.trees)]
     print(f"wrote {a.out}, " + ", ".join(str(p) for p in shots))
     return 0
