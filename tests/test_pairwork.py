@@ -8,10 +8,11 @@ import pytest
 
 from specviz.app import pairwork, session
 from specviz.core.config import RunConfig
-from specviz.core.curves import local_record
+from specviz.core.curves import load_curves, local_record
 from specviz.tools.families import save_pair
 from specviz.train.config import HeadTrainConfig
 from specviz.train.head import Stopped
+from specviz.viz.budget import budget_note
 
 TINY = HeadTrainConfig(prompts=12, new_tokens=12, gen_batch=4, epochs=2)
 
@@ -74,3 +75,15 @@ def test_measuring_the_loaded_pair_keeps_this_machines_record(own_pair, monkeypa
     assert local_record(pair.info)["target"] == record["target"]
     assert set(record["picks"]) == {"T=0", "T=1"}
     assert pairwork.estimate_s(10.0) > 0
+
+
+def test_the_hardware_tab_draws_this_machines_measurement(own_pair, monkeypatch):
+    cfg, _ = own_pair
+    monkeypatch.setattr(session, "HARDWARE_PROMPTS", 2)
+    fig, note = pairwork.measure_hardware(
+        session.DEFAULT_PAIR, "fp32", cfg.target, cfg.draft, "", "", progress=lambda *a, **k: None
+    )
+    assert note.startswith("Measured on this machine") and "best tree budgets" in note
+    assert any(t.name == "target forward" for t in fig.data)
+    shipped = budget_note(load_curves().get("bf16"), here=False)
+    assert "the shipped curve of the default pair" in shipped and "*Measure*" in shipped
