@@ -2,7 +2,6 @@
 reload; Stop ends it and writes nothing; a public page refuses) and measuring its hardware curves here."""
 
 import threading
-from dataclasses import replace
 
 import pytest
 
@@ -23,8 +22,7 @@ def own_pair(tmp_path, monkeypatch):
     monkeypatch.setattr(session, "QUICK", TINY)
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     target, draft = save_pair("llama", tmp_path)
-    cfg = session.model_config(session.DEFAULT_PAIR, "fp32", str(target), str(draft))
-    return replace(cfg, eagle="none"), draft
+    return session.model_config(session.DEFAULT_PAIR, "fp32", str(target), str(draft)), draft  # no EAGLE with it
 
 
 def test_a_head_trained_from_the_page_serves_specdecpp_with_no_reload(own_pair):
@@ -33,6 +31,9 @@ def test_a_head_trained_from_the_page_serves_specdecpp_with_no_reload(own_pair):
         session.run_to_end("Hello there", RunConfig(method="specdecpp", max_new_tokens=4), cfg)
     assert session.head_card_of(cfg) == {}
     pair = session.loaded(cfg)
+    assert pair.eagle is None
+    note = pairwork.estimate(session.DEFAULT_PAIR, "fp32", cfg.target, cfg.draft, "", "")
+    assert "none for this pair yet" in note and "Estimated here: about" in note  # timed on the loaded pair
     seen = []
     card = session.train_head(cfg, lambda f, what: seen.append((f, what)), threading.Event())
     assert seen[-1][0] == 1.0 and any("answers" in w for _, w in seen) and any("epoch" in w for _, w in seen)

@@ -36,12 +36,14 @@ def head_note(card: dict | None) -> str:
 
 
 def estimate_s(pair_ms: float) -> float:
-    """Seconds the quick preset takes on a pair whose target + draft forwards average `pair_ms` here: the answers
-    run in batches of QUICK.gen_batch rows, a batched step costing about five one-row steps on a CPU (the default
-    pair in bf16 on a 2-core AMX Xeon: 120 s of answers, 768 steps, 156 ms a step against about 31 ms a row),
-    then a few seconds of training. The progress bar's own estimate takes over once the answers start."""
+    """Seconds the quick preset takes on a pair whose one-token target step plus draft step take `pair_ms` here
+    (`session.step_ms`): the answers run in batches of QUICK.gen_batch rows, a batched step costing about four
+    one-row steps on a CPU (the default pair in bf16 on a 2-core AMX Xeon: 120 s of answers in 768 steps, 156 ms a
+    step against 39 ms for the two one-token steps timed this way; estimated 129 s, took 121 s), then a few seconds
+    of training. The progress bar's own estimate takes over once
+    the answers start."""
     steps = QUICK.prompts * QUICK.new_tokens / QUICK.gen_batch
-    return steps * pair_ms * 5 / 1e3 + 10
+    return steps * pair_ms * 4 / 1e3 + 10
 
 
 def train_head(

@@ -220,11 +220,23 @@ def head_card_of(cfg: ModelConfig) -> dict | None:
 
 
 def step_ms(cfg: ModelConfig) -> float:
-    """The loaded pair `cfg`'s mean ms of a target forward plus a draft forward so far (0: not loaded or not run)."""
+    """The loaded pair `cfg`'s ms of a one-token target forward plus a draft one, timed here (0: not loaded, or busy
+    with a run)."""
     pair = _pairs.get(replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device))))
-    if pair is None or not pair.target.forwards or not pair.draft.forwards:
+    if pair is None or not _busy.acquire(blocking=False):
         return 0.0
-    return pair.target.forward_ms / pair.target.forwards + pair.draft.forward_ms / pair.draft.forwards
+    try:
+        total = 0.0
+        for lm in (pair.target, pair.draft):
+            lm.reset()
+            for _ in range(2):  # the second is timed: the first pays for a fresh shape
+                t0 = time.perf_counter()
+                lm.forward([0])
+            total += (time.perf_counter() - t0) * 1e3
+            lm.reset()
+        return total
+    finally:
+        _busy.release()
 
 
 def measure_hardware(cfg: ModelConfig, progress) -> dict:
