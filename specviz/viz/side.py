@@ -65,7 +65,7 @@ def chain_positions(trace: GenerationTrace, i: int) -> go.Figure:
     fig.update_xaxes(title="draft position", dtick=1)
     fig.update_yaxes(title="draft q / share accepted", range=[0, 1.15])
     sub = "bars: the draft's q of each drafted token, coloured by the target's verdict; line: the whole run"
-    return base_layout(fig, STOP_HEIGHT, f"Round {rnd.index}: the draft's q by position", sub)
+    return base_layout(fig, STOP_HEIGHT, f"Round {rnd.index}: the draft's q by position", sub, legend_space=80)
 
 
 def tree_expectation(trace: GenerationTrace, i: int) -> go.Figure:
@@ -100,4 +100,4 @@ def tree_expectation(trace: GenerationTrace, i: int) -> go.Figure:
         f"this round: expected {expected[i]:.2f} from the draft's q, accepted {got[i]}; "
         f"over the run {sum(expected) / len(xs):.2f} against {sum(got) / len(xs):.2f}"
     )
-    return base_layout(fig, STOP_HEIGHT, "Expected from q, and accepted", sub)
+    return base_layout(fig, STOP_HEIGHT, "Expected from q, and accepted", sub, legend_space=80)
