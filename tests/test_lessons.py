@@ -36,3 +36,10 @@ def test_every_round_of_a_lesson_replays_to_its_recorded_verdict(entry):
 def test_an_unknown_lesson_is_a_sentence():
     with pytest.raises(ValueError, match="no lesson"):
         session.lesson("how to fly")
+
+
+@pytest.mark.parametrize("name", sorted(session.recorded()))
+def test_every_round_of_a_shipped_trace_replays_to_its_recorded_verdict(name):
+    trace, _ = session.load_path(session.recorded()[name])
+    for i, rnd in enumerate(trace.rounds):
+        assert verdicts(steps(trace, i)) == {c: s for c, s in enumerate(rnd.status) if s in (ACCEPTED, REJECTED)}
