@@ -29,7 +29,7 @@ import torch
 from specviz.analysis.hardware import context_ids, measure_pair, spread_prompts
 from specviz.analysis.runset import PromptRun
 from specviz.app.zerogpu import gpu, seconds_for
-from specviz.core.assets import LESSONS, SPEC_BENCH, TRACES
+from specviz.core.assets import LESSONS, SHIPPED_NAMES, SPEC_BENCH, TRACES
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.curves import save_local
 from specviz.core.device import resolve_device, resolve_dtype
@@ -204,8 +204,13 @@ def train_head(cfg: ModelConfig, progress, stop: threading.Event) -> dict:
         raise ValueError("a public page never trains: run specviz on your own machine to train a head for your pair")
     pair = loaded(cfg)
     stop.clear()
+    drafter = pair.eagle if pair.eagle is not None else pair.draft
+    if pair.drafter_name(drafter) in SHIPPED_NAMES:
+        raise ValueError(
+            "the shipped drafters come with their heads (trained with the full recipe: docs/training.md); "
+            "the quick preset is for your own pair: name its target and draft under Model pair"
+        )
     with _hold(what="the model is busy with a run; train when it ends"):
-        drafter = pair.eagle if pair.eagle is not None else pair.draft
         _, card = fit_for_pair(pair, drafter, QUICK, "spec-bench", progress, stop.is_set)
     return card
 
