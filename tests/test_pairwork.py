@@ -58,11 +58,10 @@ def test_stop_ends_training_and_writes_nothing(own_pair):
     assert not (draft / "acceptance_head.safetensors").exists()
 
 
-def test_the_shipped_drafters_heads_are_not_overwritten(monkeypatch):
-    def loaded(cfg):
-        return type("P", (), {"eagle": None, "draft": "d", "drafter_name": lambda self, lm: "specviz default draft"})()
-
-    monkeypatch.setattr(session, "loaded", loaded)
+def test_the_shipped_drafters_heads_are_not_overwritten(monkeypatch, tiny_pair):
+    shipped = tiny_pair("random")
+    shipped.info["draft"] = "specviz default draft"  # as the default pair names its draft
+    monkeypatch.setattr(session, "loaded", lambda cfg: shipped)
     with pytest.raises(ValueError, match="for your own pair"):
         session.train_head(session.model_config(session.DEFAULT_PAIR, "fp32"), lambda f, w: None, threading.Event())
 

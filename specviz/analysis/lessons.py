@@ -11,20 +11,16 @@ from specviz.core.tree import children
 VERIFY, STOP, GROWTH = "verify", "stop", "growth"  # the view a lesson opens on
 
 
-def _greedy(trace: GenerationTrace) -> bool:
-    return trace.config.get("sampling", {}).get("temperature", 0) == 0
-
-
 def full_accept(trace: GenerationTrace, r: RoundTrace) -> bool:
     """A greedy chain of at least three drafted tokens, every one accepted, and the bonus token after them."""
-    return _greedy(trace) and r.n_drafted >= 3 and r.n_accepted == r.n_drafted and r.correction == "bonus"
+    return trace.greedy and r.n_drafted >= 3 and r.n_accepted == r.n_drafted and r.correction == "bonus"
 
 
 def resampled(trace: GenerationTrace, r: RoundTrace) -> bool:
     """A sampled chain round whose rejected token was replaced by a draw from the residual (recorded)."""
     rejected = [c for c in range(1, len(r.tree)) if r.status[c] == REJECTED]
     return (
-        not _greedy(trace)
+        not trace.greedy
         and r.correction == "resample"
         and bool(rejected)
         and r.residual_top is not None
@@ -35,7 +31,7 @@ def resampled(trace: GenerationTrace, r: RoundTrace) -> bool:
 def second_sibling(trace: GenerationTrace, r: RoundTrace) -> bool:
     """A sampled tree round where a child was accepted after an elder sibling was rejected: judged against the
     residual its elder left."""
-    if _greedy(trace):
+    if trace.greedy:
         return False
     kids = children(r.tree.parents)
     return any(

@@ -56,10 +56,6 @@ class Step:
         return 1.0 if self.d <= 0 else min(1.0, self.r / self.d)
 
 
-def greedy_round(trace: GenerationTrace) -> bool:
-    return trace.config.get("sampling", {}).get("temperature", 0) == 0
-
-
 def missing(rnd: RoundTrace, greedy: bool) -> list[str]:
     """The fields a replay of this round needs that the trace does not record (sampled rounds: `u` and `judged`)."""
     if greedy or len(rnd.tree) == 1:
@@ -70,7 +66,7 @@ def missing(rnd: RoundTrace, greedy: bool) -> list[str]:
 def steps(trace: GenerationTrace, index: int) -> list[Step]:
     """Round `index`'s verification, step by step (ValueError naming the missing fields where it cannot be)."""
     rnd = trace.rounds[index]
-    greedy = greedy_round(trace)
+    greedy = trace.greedy
     lacking = missing(rnd, greedy)
     if lacking:
         raise ValueError(

@@ -18,7 +18,7 @@ import gradio as gr
 
 from specviz.analysis.metrics import acceptance_by_position, summarize, time_split
 from specviz.app import exports, promptset, session
-from specviz.app.inputs import defaults, make_configs, make_prompt
+from specviz.app.inputs import ERRORS, defaults, make_configs, make_prompt
 from specviz.app.render import STREAM_EVERY_S, Pacer, done_note, render, render_live
 from specviz.core.config import RunConfig
 from specviz.methods.catalog import label
@@ -26,7 +26,6 @@ from specviz.viz.run import race_figure
 from specviz.viz.style import counted
 
 RUN = RunConfig()
-ERRORS = (ValueError, RuntimeError, OSError)
 
 
 def bind(fn, page):

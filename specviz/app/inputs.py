@@ -12,6 +12,8 @@ from specviz.core.config import METHODS, ModelConfig, RunConfig
 from specviz.core.prompts import check_text
 from specviz.methods.catalog import with_knobs
 
+ERRORS = (ValueError, RuntimeError, OSError)  # what a handler shows as a sentence: bad settings, missing models
+
 _DEFAULT = RunConfig()
 
 

@@ -30,10 +30,6 @@ def _round(trace, i):
     return trace.rounds[_index(trace, i)]
 
 
-def _greedy(trace) -> bool:
-    return trace.config.get("sampling", {}).get("temperature", 0) == 0
-
-
 def round_views(trace, i, opened=(), step=None, stop: bool = True, mark=None):
     """Tree and stop figures of round i (clamped to the trace); `step` > 0: the tree's growth at that step; `stop`
     False: the tree alone (None for the stop figure); `mark`: a node ringed (the verification replay's)."""
@@ -43,7 +39,7 @@ def round_views(trace, i, opened=(), step=None, stop: bool = True, mark=None):
     grow = step if step and rnd.expand_order else None
     t = trace.config.get("dyspec", {}).get("level_threshold", 0) if trace.method == "dyspec" else 0
     t = t if isinstance(t, (int, float)) and 0 < t <= 1 else 0  # a trace file is input
-    tree = tree_figure(rnd, trace.token_text, _greedy(trace), set(opened or ()), grow, t, mark)
+    tree = tree_figure(rnd, trace.token_text, trace.greedy, set(opened or ()), grow, t, mark)
     return tree, side_figure(trace, _index(trace, i)) if stop else None
 
 
@@ -74,30 +70,37 @@ def open_round(trace, i, node=None):
     )
 
 
-def verification_views(trace, i, k: int = 0):
-    """The verification replay of round i at step k (0: not started): its slider, its words and its bars."""
+def _walk(trace, i) -> tuple[list, str]:
+    """Round i's verification steps, or [] and the sentence naming the field its trace lacks."""
+    try:
+        return verification.steps(trace, _round(trace, i).index), ""
+    except ValueError as e:  # a field the replay needs is not in this trace: say which
+        return [], str(e)
+
+
+def verification_views(trace, i, k: int = 0, walk: list | None = None):
+    """The verification replay of round i at step k (0: not started): its slider, its words and its bars (`walk`:
+    the round's steps, where the caller has them)."""
     if trace is None or not trace.rounds:
         return gr.Slider(maximum=1, value=0), "", bars_figure(None, {})
-    try:
-        walk = verification.steps(trace, _round(trace, i).index)
-    except ValueError as e:  # a field the replay needs is not in this trace: say which
-        return gr.Slider(maximum=1, value=0), str(e), bars_figure(None, {})
+    walk, missing = (walk, "") if walk is not None else _walk(trace, i)
+    if missing:
+        return gr.Slider(maximum=1, value=0), missing, bars_figure(None, {})
     k = max(0, min(int(k or 0), len(walk)))
     st = walk[k - 1] if k else None
     text = verify_panel(st, k, len(walk), trace.token_text)
     return gr.Slider(maximum=max(len(walk), 1), value=k), text, bars_figure(st, trace.token_text)
 
 
-def on_verify(trace, i, k, opened):
+def on_verify(trace, i, k, opened, walk: list | None = None):
     """A step of the verification replay: the tree with the node being judged ringed (or the drawn token), the
     step's words and bars."""
     if trace is None or not trace.rounds:
         return gr.skip(), gr.skip(), gr.skip()
-    _, text, bars = verification_views(trace, i, k)
-    try:
-        walk = verification.steps(trace, _round(trace, i).index)
-    except ValueError:
-        return gr.skip(), text, bars
+    walk, missing = (walk, "") if walk is not None else _walk(trace, i)
+    if missing:
+        return gr.skip(), missing, bars_figure(None, {})
+    _, text, bars = verification_views(trace, i, k, walk)
     st = walk[int(k) - 1] if k and 0 < int(k) <= len(walk) else None
     mark = None if st is None else st.node if st.kind == verification.JUDGE else CORRECTION
     return round_views(trace, i, opened, stop=False, mark=mark)[0], text, bars
@@ -107,12 +110,9 @@ def verify_step(trace, i, k, delta: int, opened):
     """The replay's step buttons: one step on or back (clamped)."""
     if trace is None or not trace.rounds:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    try:
-        n = len(verification.steps(trace, _round(trace, i).index))
-    except ValueError:
-        n = 0
-    k = max(0, min(int(k or 0) + delta, n))
-    return (k, *on_verify(trace, i, k, opened))
+    walk, missing = _walk(trace, i)
+    k = max(0, min(int(k or 0) + delta, len(walk)))
+    return (k, *on_verify(trace, i, k, opened, None if missing else walk))
 
 
 def step_round(trace, i, delta: int):

@@ -9,7 +9,9 @@ import threading
 import gradio as gr
 
 from specviz.app import session
+from specviz.app.inputs import ERRORS
 from specviz.train.config import QUICK
+from specviz.train.head import Stopped
 from specviz.viz.budget import budget_figure, budget_note
 
 _stop = threading.Event()  # Stop training: read between batches of the head's data and between epochs
@@ -40,8 +42,7 @@ def estimate_s(pair_ms: float) -> float:
     (`session.step_ms`): the answers run in batches of QUICK.gen_batch rows, a batched step costing about four
     one-row steps on a CPU (the default pair in bf16 on a 2-core AMX Xeon: 120 s of answers in 768 steps, 156 ms a
     step against 39 ms for the two one-token steps timed this way; estimated 129 s, took 121 s), then a few seconds
-    of training. The progress bar's own estimate takes over once
-    the answers start."""
+    of training. The progress bar's own estimate takes over once the answers start."""
     steps = QUICK.prompts * QUICK.new_tokens / QUICK.gen_batch
     return steps * pair_ms * 4 / 1e3 + 10
 
@@ -55,7 +56,7 @@ def train_head(
         cfg = session.model_config(pair, dtype, target, draft, device_map, max_memory)
         progress(0.0, desc="loading the pair")
         card = session.train_head(cfg, lambda f, what: progress(f, desc=what), _stop)
-    except Exception as e:  # a stop, a bad setting, a missing model: a sentence on the page
+    except (*ERRORS, Stopped) as e:  # a stop, a bad setting, a missing model: a sentence on the page
         raise gr.Error(str(e)) from None
     return head_note(card)
 
@@ -74,8 +75,8 @@ def estimate(pair: str, dtype: str, target: str, draft: str, device_map: str, ma
         return head_note(None)
     card = session.head_card_of(cfg)
     note = head_note(card)
-    ms = session.step_ms(cfg)
-    if card == {} and ms:
+    ms = session.step_ms(cfg) if card == {} else 0.0  # timed only where a head is wanted
+    if ms:
         note += f" Estimated here: about {estimate_s(ms) / 60:.0f} min (from this pair's own forwards)."
     return note
 
@@ -89,6 +90,6 @@ def measure_hardware(
         cfg = session.model_config(pair, dtype, target, draft, device_map, max_memory)
         progress(0.0, desc="loading the pair")
         record = session.measure_hardware(cfg, lambda f, what: progress(f, desc=what))
-    except Exception as e:
+    except ERRORS as e:
         raise gr.Error(str(e)) from None
     return budget_figure({record["dtype"]: record}, record["dtype"]), budget_note(record, here=True)

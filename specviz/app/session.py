@@ -38,6 +38,7 @@ from specviz.core.prompts import encode_prompt, read_prompts, stratified
 from specviz.core.trace import MAX_TRACE_BYTES, GenerationTrace
 from specviz.engine.loop import iter_rounds, prepare
 from specviz.engine.record import TraceBuilder
+from specviz.methods.registry import drafter_kind
 from specviz.methods.specdecpp.head import head_config
 from specviz.models.loading import load_pair, on_space
 from specviz.train.config import QUICK
@@ -135,12 +136,17 @@ def _hold(lock: threading.Lock = _busy, what: str = "the model is busy with othe
         lock.release()
 
 
+def _resolved(cfg: ModelConfig) -> ModelConfig:
+    """`cfg` as `_pairs` keys it: "auto" dtype is what it picks."""
+    return replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device)))
+
+
 def loaded(cfg: ModelConfig):
     """The loaded pair for `cfg`. One pair is kept in memory: a new one loads under `_loading`, never `_busy`,
     so a slow load (a big model, a slow hub) does not hold up runs on the pair already loaded; the new pair
     replaces the old only once it has loaded, so a failed load leaves the old one serving. A run still
     decoding on the old pair keeps it until it ends."""
-    cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device)))  # "auto" == what it picks
+    cfg = _resolved(cfg)
     if cfg in _pairs:
         return _pairs[cfg]
     with _hold(_loading, "another model pair is loading"):
@@ -204,7 +210,7 @@ def train_head(cfg: ModelConfig, progress, stop: threading.Event) -> dict:
         raise ValueError("a public page never trains: run specviz on your own machine to train a head for your pair")
     pair = loaded(cfg)
     stop.clear()
-    drafter = pair.eagle if pair.eagle is not None else pair.draft
+    drafter = _specdecpp_lm(pair)
     if pair.drafter_name(drafter) in SHIPPED_NAMES:
         raise ValueError(
             "the shipped drafters come with their heads (trained with the full recipe: docs/training.md); "
@@ -215,19 +221,21 @@ def train_head(cfg: ModelConfig, progress, stop: threading.Event) -> dict:
     return card
 
 
+def _specdecpp_lm(pair):
+    """The drafter SpecDec++ runs with on `pair` at the page's default drafter choice (`registry.drafter_kind`)."""
+    return pair.eagle if drafter_kind(RunConfig(method="specdecpp"), pair) == "eagle" else pair.draft
+
+
 def head_card_of(cfg: ModelConfig) -> dict | None:
     """The card of the SpecDec++ head the loaded pair `cfg` would use ({} none yet; None: the pair is not loaded)."""
-    pair = _pairs.get(replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device))))
-    if pair is None:
-        return None
-    lm = pair.drafter_lm(RunConfig(method="specdecpp").drafter)
-    return head_config(pair, lm) or head_config(pair, pair.draft)
+    pair = _pairs.get(_resolved(cfg))
+    return None if pair is None else head_config(pair, _specdecpp_lm(pair))
 
 
 def step_ms(cfg: ModelConfig) -> float:
     """The loaded pair `cfg`'s ms of a one-token target forward plus a draft one, timed here (0: not loaded, or busy
     with a run)."""
-    pair = _pairs.get(replace(cfg, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device))))
+    pair = _pairs.get(_resolved(cfg))
     if pair is None or not _busy.acquire(blocking=False):
         return 0.0
     try:

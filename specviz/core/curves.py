@@ -1,7 +1,7 @@
 """Stored verify curves: the measured ms of one target forward per number of tree tokens, beside the drafters' curves
 (`DRAFTER_CURVES`) and the tree budgets they pick (`pick_key`). The shipped ones (assets/verify_curve.json, the
-default pair on the machine named in each record) and this machine's own, one record per pair (`HARDWARE`, in the
-user cache: `specviz budget` and the page's Hardware tab write them)."""
+default pair on the machine named in each record) and this machine's own, one record per pair (`hardware_file`, in
+the user cache: `specviz budget` and the page's Hardware tab write them)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from specviz.core.assets import VERIFY_CURVES, cache_dir
+from specviz.core.output import replacing
 
 DRAFTER_CURVES = {"draft": "standalone draft", "eagle": "EAGLE drafter"}  # a record's drafter curves: key -> label
 
@@ -59,10 +60,8 @@ def save_local(record: dict, path: Path | None = None) -> Path:
     except ValueError:
         table = {}
     table[pair_key(record["models"])] = record
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(table, indent=1) + "\n")
-    tmp.replace(path)
+    with replacing(path) as f:
+        f.write(json.dumps(table, indent=1) + "\n")
     return path
 
 

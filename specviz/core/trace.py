@@ -127,6 +127,11 @@ class GenerationTrace:
     pieces: tuple[str, ...] | None = None  # the text each output id adds (core.text); None in older traces
 
     @property
+    def greedy(self) -> bool:
+        """Whether the run decoded greedily (temperature 0): its rounds were verified by argmax matching."""
+        return self.config.get("sampling", {}).get("temperature", 0) == 0
+
+    @property
     def text(self) -> str:
         """The output as text: the tokenizer's decode of output_ids (older traces: their ids' labels joined)."""
         if self.pieces is not None:

@@ -74,6 +74,7 @@ CATALOG: dict[str, Method] = {
 assert tuple(CATALOG) == METHODS, "core.config.METHODS names the methods RunConfig accepts; describe each here"
 COPY_SWITCHED = tuple(m.name for m in CATALOG.values() if m.copy == "switch")  # RunConfig.copy: copy rounds
 COPYING = tuple(m.name for m in CATALOG.values() if m.copy)  # ... and DySpec: copy slots in its tree
+TREES = ("dyspec", "kary", "sequoia")  # the methods whose drafts branch (the others draft a chain, or nothing)
 
 
 def method(name: str) -> Method:

@@ -278,7 +278,9 @@ class LM:
                 use_cache=True,
                 output_hidden_states=bool(self.taps),
             )
-            h = direct.with_taps(self.base, out, self.taps)[0].to(self.device)  # (b, H (1 + m))
+            h = direct.with_taps(self.base, out, self.taps)[0]  # (b, H (1 + m))
+            if self.dispatched:  # the last layer's device: back to the inputs'
+                h = h.to(self.device)
         if self.graphs is not None:  # the pad rows' slots are dropped (and a replayed graph moved no host length)
             h = h[:n]
             self.cache.set_length(past + n)
@@ -332,7 +334,7 @@ class LM:
             x = x / self.logit_div
         if self.softcap:
             x = torch.tanh(x / self.softcap) * self.softcap
-        return x.to(self.device)
+        return x.to(self.device) if self.dispatched else x  # a dispatched output layer may sit on another device
 
     def _additive(self, allow: torch.Tensor) -> torch.Tensor:
         """(rows, width) bool -> the (1, 1, rows, width) additive mask of this LM's dtype, on its device."""

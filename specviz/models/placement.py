@@ -5,6 +5,7 @@ hooks moving tensors between devices and loading offloaded weights), never specv
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from specviz.core.assets import cache_dir
@@ -13,11 +14,8 @@ from specviz.core.config import ModelConfig, max_memory
 
 def placed_on(model) -> dict:
     """How many of `model`'s mapped modules each device holds ({"cpu": 12, "disk": 18}, GPU indices as "cuda:N")."""
-    count: dict = {}
-    for where in (getattr(model, "hf_device_map", None) or {}).values():
-        key = f"cuda:{where}" if isinstance(where, int) else str(where)
-        count[key] = count.get(key, 0) + 1
-    return count
+    placed = (getattr(model, "hf_device_map", None) or {}).values()
+    return dict(Counter(f"cuda:{w}" if isinstance(w, int) else str(w) for w in placed))
 
 
 def placement(cfg: ModelConfig, name: str) -> dict:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from specviz.analysis.metrics import BONUS_TOKEN, CORRECTED, TARGET
 from specviz.core.trace import ACCEPTED, REJECTED, ROOT, UNVISITED, GenerationTrace, RoundTrace
+from specviz.methods.catalog import TREES
 from specviz.viz.sentences import correction_kind
 from specviz.viz.stop import stop_probabilities
 from specviz.viz.style import CORRECTION, LABELS, PALETTE, show_token
@@ -61,7 +62,7 @@ def missing(rnd: RoundTrace, method: str) -> list[str]:
     out = []
     if rnd.q_top is None or rnd.p_top is None:
         out.append("the top of q and p (recorded with --record-top 0, or by an older specviz)")
-    if rnd.n_drafted and rnd.expand_order is None and method in ("dyspec", "kary", "sequoia"):
+    if rnd.n_drafted and rnd.expand_order is None and method in TREES:
         out.append("the tree's growth order and node values")
     if method == "specdecpp" and rnd.n_drafted and rnd.head_inputs is None:
         out.append("the acceptance head's inputs")
@@ -73,7 +74,7 @@ def node_panel(trace: GenerationTrace, round_index: int, node) -> str:
     if not trace.rounds:
         return f'<div class="sv-inspect">{HINT}</div>'
     rnd = trace.rounds[max(0, min(int(round_index), len(trace.rounds) - 1))]
-    greedy = trace.config.get("sampling", {}).get("temperature", 0) == 0
+    greedy = trace.greedy
     tt = trace.token_text
     if node == CORRECTION or node == str(CORRECTION):
         body = _correction(rnd, tt, greedy)

@@ -8,12 +8,11 @@ import plotly.graph_objects as go
 
 from specviz.analysis.metrics import acceptance_by_position, expected_accepted
 from specviz.core.trace import ACCEPTED, REJECTED, GenerationTrace
-from specviz.methods.catalog import label
+from specviz.methods.catalog import TREES, label
 from specviz.viz.stop import STOP_HEIGHT, stop_figure
 from specviz.viz.style import PALETTE, base_layout, legend_entry, placeholder, token_label
 
-TREES = ("dyspec", "kary", "sequoia")
-CHAINS = ("chain", "heuristic", "lookup")
+CHAINS = ("chain", "heuristic", "lookup")  # SpecDec++ drafts a chain too: its panel is the stop chart
 
 
 def side_figure(trace: GenerationTrace, i: int) -> go.Figure:

@@ -145,7 +145,8 @@ def has_head(pair, lm=None) -> bool:
 def head_card(pair, lm=None) -> dict:
     """What a trace records of the head beside drafter `lm` (its `card`, from its JSON config alone; {} when there is
     none)."""
-    return card(head_config(pair, lm)) if has_head(pair, lm) else {}
+    cfg = head_config(pair, lm)
+    return card(cfg) if cfg else {}
 
 
 def head_config(pair, lm=None) -> dict:
