@@ -130,8 +130,6 @@ class Round(_Record):
             prev = u
         if any(not 0 < u < n for u in self.copied or ()):
             raise ValueError("copied names a node outside the tree")
-        if len(self.emitted) > len(self.accepted_path) + 1:
-            raise ValueError("a round emits its accepted tokens and at most one more")
         return self
 
 
@@ -151,10 +149,13 @@ class TraceFile(_Record):
     stop: Literal["length", "eos"] = "length"
     pieces: list[str] | None = Field(None, max_length=MAX_IDS)
     text: str | None = Field(None, max_length=MAX_IDS * MAX_TOKEN_TEXT)
+    replay: str | None = Field(None, max_length=200)  # the decoder whose output the rounds commit (engine.loop)
 
     @model_validator(mode="after")
     def _consistent(self):
         _check_config(self.config)
+        if self.replay is None and any(len(r.emitted) > len(r.accepted_path) + 1 for r in self.rounds):
+            raise ValueError("a round emits its accepted tokens and at most one more")
         emitted = [t for r in self.rounds for t in r.emitted]
         if emitted != self.output_ids:
             raise ValueError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 
 from specviz.core.schema import validate
@@ -60,6 +61,19 @@ class DraftTree:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def path_of(self, tokens: Sequence[int]) -> list[int]:
+        """The nodes below the root that spell the longest prefix of `tokens` (a replayed step's kept path)."""
+        path, node = [], 0
+        for t in tokens:
+            child = next(
+                (i for i in range(node + 1, len(self)) if self.parents[i] == node and self.tokens[i] == t), None
+            )
+            if child is None:
+                break
+            path.append(child)
+            node = child
+        return path
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,7 @@ class GenerationTrace:
     models: dict = field(default_factory=dict)
     stop: str = "length"
     pieces: tuple[str, ...] | None = None  # the text each output id adds (core.text); None in older traces
+    replay: str | None = None  # a replay of another decoder's output: its name (rounds commit its steps' tokens)
 
     @property
     def greedy(self) -> bool:
@@ -220,4 +235,5 @@ def _trace_from_dict(d: dict) -> GenerationTrace:
         models=f.models,
         stop=f.stop,
         pieces=_tuple(f.pieces),
+        replay=f.replay,
     )

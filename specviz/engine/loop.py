@@ -41,8 +41,12 @@ def iter_rounds(
     run: RunConfig,
     drafter: Drafter | None = None,
     rng: torch.Generator | None = None,
+    forced: Sequence[Sequence[int]] | None = None,
 ) -> Iterator[RoundTrace]:
-    """Yield one `RoundTrace` per verified round until max_new_tokens or EOS."""
+    """Yield one `RoundTrace` per verified round until max_new_tokens or EOS.
+
+    `forced` replays another decoder's output: round i drafts and verifies as usual (its tree, q, p and verdict are
+    specviz's own), then commits the tokens `forced[i]` in place of its own; the run ends after the last step."""
     target = pair.target
     check_prompt(prompt_ids, target.vocab_size)
     s = run.sampling
@@ -56,7 +60,7 @@ def iter_rounds(
         if drafter.wants_target_features:
             drafter.see_target(0, target.last_features)
     new, index, clock = 0, 0, PhaseClock(target.device)
-    while new < run.max_new_tokens:
+    while new < run.max_new_tokens and (forced is None or index < len(forced)):
         remaining = run.max_new_tokens - new
         t0 = time.perf_counter()
         clock.mark()
@@ -85,12 +89,19 @@ def iter_rounds(
         ].tolist()
         draft_ms, verify_ms = clock.spans_ms()
         # 4. commit: the accepted path stays in the target cache, truncated at EOS / budget
-        emitted = verdict.emitted[:remaining]
-        for i, t in enumerate(emitted):
-            if t in eos:
-                emitted = emitted[: i + 1]
-                break
-        target.keep([*range(ctx + 1), *(ctx + i for i in verdict.accepted_path)])
+        if forced is None:
+            emitted = verdict.emitted[:remaining]
+            for i, t in enumerate(emitted):
+                if t in eos:
+                    emitted = emitted[: i + 1]
+                    break
+            kept = verdict.accepted_path
+        else:
+            emitted = list(forced[index])
+            kept = tree.path_of(emitted[:-1])
+        target.keep([*range(ctx + 1), *(ctx + i for i in kept)])
+        if len(kept) < len(emitted) - 1:  # forced tokens past the tree's matching path: into the cache too
+            target.forward(emitted[len(kept) : -1], rows=slice(0, 0))
         committed += emitted
         new += len(emitted)
         rnd = RoundTrace(
@@ -114,8 +125,10 @@ def iter_rounds(
         )
         # 5. let the drafter fix its cache and adapt (a feature drafter first reads the accepted path's features)
         if drafter.wants_target_features:
-            drafter.see_target(ctx, fwd.features[[0, *verdict.accepted_path]])
-        drafter.observe(rnd, committed)
+            drafter.see_target(ctx, fwd.features[[0, *kept]])
+            if len(kept) < len(emitted) - 1:
+                drafter.see_target(ctx + 1 + len(kept), target.last_features)
+        drafter.observe(rnd if forced is None else replace(rnd, accepted_path=tuple(kept)), committed)
         rnd = replace(rnd, overhead_ms=(time.perf_counter() - t0) * 1e3 - draft_ms - verify_ms)
         index += 1
         yield rnd

@@ -50,8 +50,8 @@ class TraceBuilder:
         self.texts.update(token_texts(self.pair.tokenizer, fresh))
         self.output += rnd.emitted
 
-    def trace(self, total_ms: float) -> GenerationTrace:
-        """The trace of the rounds so far."""
+    def trace(self, total_ms: float, replay: str | None = None) -> GenerationTrace:
+        """The trace of the rounds so far (`replay`: the decoder whose output they commit, engine.replay)."""
         out = self.output
         return GenerationTrace(
             method=self.run.method,
@@ -65,6 +65,7 @@ class TraceBuilder:
             models=self.models,
             stop="eos" if out and out[-1] in self.pair.eos_ids else "length",
             pieces=None if self._detok is None else tuple(self._detok.pieces(out)),
+            replay=replay,
         )
 
 

@@ -155,7 +155,7 @@ def _load_hf(path_or_id: str, dtype, device, placed: dict | None = None):
     return put(model), tok
 
 
-def _load_shipped_draft(folder: Path, target_model, dtype, device):
+def load_shipped_draft(folder: Path, target_model, dtype, device):
     """A specviz draft folder: config.json + draft.safetensors (own layers only) + optional head_ids."""
     cfg = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     with torch.device("meta"):
@@ -317,7 +317,7 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
     head_ids = None
     dpath = Path(draft_src)
     if (dpath / "draft.safetensors").exists():
-        draft, head_ids = _load_shipped_draft(dpath, target, dtype, device)
+        draft, head_ids = load_shipped_draft(dpath, target, dtype, device)
         dtok = None
     elif cfg.draft is None:
         progress(f"specviz: no shipped draft at {dpath}; the target stands in as its own draft")

@@ -32,6 +32,8 @@ from specviz.tools.acceptance import main as acceptance_main
 from specviz.tools.bench.run import main as bench_main
 from specviz.tools.budget import main as budget_main
 from specviz.tools.copy_calibration import main as copy_calibration_main
+from specviz.tools.engine import main as engine_main
+from specviz.tools.export import main as export_main
 from specviz.tools.families import main as families_main
 from specviz.tools.lessons import main as lessons_main
 from specviz.tools.loadtest import main as loadtest_main
@@ -199,6 +201,8 @@ TOOLS = {
     "pagecost": pagecost_main,
     "train": train_main,
     "lessons": lessons_main,
+    "export": export_main,
+    "engine": engine_main,
 }
 
 

@@ -7,7 +7,7 @@ final norm; embeddings and the tied output layer are the target's, frozen, so th
 its own layers. Loss at i: cross-entropy -sum_{v in top-k(p_i) ∩ V'} p~_i(v) log q_i(v), with p~ the
 target's top-k renormalised over V' and q_i the softmax over V' (= KL(p~ || q) + const).
 Shipped format: `config.json` (LlamaConfig) and `draft.safetensors` (layers + norm, bf16, plus
-"specviz.head_ids" int64), read by `specviz.models.loading._load_shipped_draft`.
+"specviz.head_ids" int64), read by `specviz.models.loading.load_shipped_draft`.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from specviz.core.tree import depths
 from specviz.engine.loop import iter_rounds, prepare
 from specviz.engine.record import collect
 from specviz.kernels import rowkernel
+from specviz.tools.bench.engine import engine_one
 from specviz.tools.bench.hf import HFSetting, hf_generate
 from specviz.tools.bench.specs import Setting, method_knobs
 
@@ -38,6 +39,8 @@ def run_one(
 ) -> dict:
     """Decode one prompt with one setting; a record of plain values (`keep`: with the whole trace as a dict under
     "trace", for specviz's own methods)."""
+    if s.kind == "engine":  # served elsewhere: none of specviz's kernels or heads apply
+        return _run_one(pair, prompt, s, temperature, max_new_tokens, seed, keep)
     stock = s.kernels == "stock" or (s.kind == "hf" and not s.kernels)
     models = [lm.model for lm in pair.lms]
     with (
@@ -63,6 +66,8 @@ def head_only(lms):
 
 
 def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int, keep: bool) -> dict:
+    if s.kind == "engine":
+        return engine_one(s, prompt.ids, prompt.text, temperature, max_new_tokens, seed)
     if s.kind == "hf":
         r = hf_generate(
             pair.target.model,

@@ -34,10 +34,12 @@ from specviz.core.config import (
 from specviz.core.device import machine_info as device_machine_info
 from specviz.core.output import check_output, replacing
 from specviz.core.prompts import encode_prompt, read_prompts, stratified
+from specviz.core.server import ServerError
 from specviz.kernels import rowkernel
 from specviz.methods.registry import BUILDERS
 from specviz.models.loading import load_pair
 from specviz.tools.bench import report as bench_report
+from specviz.tools.bench.engine import engine_settings
 from specviz.tools.bench.prompt import Prompt, audit, run_one
 from specviz.tools.bench.report import summarize
 from specviz.tools.bench.specs import (
@@ -71,7 +73,8 @@ def run_suite(
             skipped[s.key] = f"{type(e).__name__}: {e}"
             log(f"specviz bench: skipping {s.key}: {skipped[s.key]}")
     settings = [s for s in settings if s.key not in skipped]
-    runs, mismatches = [], []
+    runs, mismatches, agreement = [], [], {}
+    ours = {s.key for s in settings if s.kind != "engine"}
     bar = tqdm(
         total=len(cfg.temperatures) * len(prompts) * len(settings),
         unit="run",
@@ -92,8 +95,10 @@ def run_suite(
                     {"prompt": p.qid, "category": p.category, "task": p.task, "temperature": t, "setting": s.key, **rec}
                 )
                 bar.update()
-            if t == 0:  # 3. losslessness audit
-                mismatches += audit(pair, p, outs["ar"], {k: v for k, v in outs.items() if k != "ar"})
+            if t == 0:  # 3. losslessness audit (specviz's rows; an engine's agreement is counted beside it)
+                mismatches += audit(pair, p, outs["ar"], {k: v for k, v in outs.items() if k in ours and k != "ar"})
+                for k in outs.keys() - ours:
+                    agreement[k] = agreement.get(k, 0) + (outs[k] == outs["ar"])
     bar.close()
     models = {
         **pair.info,
@@ -111,6 +116,7 @@ def run_suite(
         "prompts": [{"qid": p.qid, "category": p.category, "task": p.task, "n_ids": len(p.ids)} for p in prompts],
         "runs": runs,
         "mismatches": mismatches,
+        "engine_agreement": agreement,  # engine row -> prompts whose greedy output equals specviz's AR output
         **summarize(runs, settings, mismatches),
     }
 
@@ -226,6 +232,14 @@ def parser() -> argparse.ArgumentParser:
         help="also keep every timed run of specviz's methods as traces in this folder, one JSON-lines file per "
         "dtype, temperature and setting (for `specviz report`)",
     )
+    p.add_argument(
+        "--engine",
+        nargs="+",
+        default=None,
+        metavar="LABEL=URL",
+        help="also time a served engine on the same prompts, one row each (an OpenAI-compatible server that returns "
+        "token ids, such as vLLM; docs/engines.md)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -241,9 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             seed=a.seed,
             warmup_tokens=a.warmup_tokens,
         )
-        settings = parse_settings(a.methods, cfg, list(BUILDERS))
+        settings = parse_settings(a.methods, cfg, list(BUILDERS)) + engine_settings(a.engine)
         rows = stratified(read_prompts(a.prompts), cfg.n_prompts, cfg.seed)
-    except (ValueError, FileNotFoundError, TimeoutError) as e:
+    except (ValueError, FileNotFoundError, TimeoutError, ServerError) as e:
         print(f"specviz bench: error: {e}", file=sys.stderr)
         return 2
     if a.threads:
