@@ -17,7 +17,7 @@ from contextlib import closing
 import gradio as gr
 
 from specviz.analysis.metrics import acceptance_by_position, summarize, time_split
-from specviz.app import exports, promptset, session
+from specviz.app import engine, exports, promptset, session
 from specviz.app.inputs import ERRORS, defaults, make_configs, make_prompt
 from specviz.app.render import STREAM_EVERY_S, Pacer, done_note, render, render_live
 from specviz.core.config import RunConfig
@@ -339,3 +339,14 @@ def pick_set_row(page, st_set, evt: gr.SelectData):
     path = exports.path(picked.trace.method)
     path.write_text(session.dump(picked.trace), encoding="utf-8")
     return render(page, picked.trace, None, promptset.picked_note(picked), path)
+
+
+def pick_engine_row(page, st_engine, evt: gr.SelectData):
+    """A prompt of an engine run: its replay in the round view, opened on the first step where the two part."""
+    picked = engine.replay_of(st_engine, evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index)
+    if picked is None:
+        return {page.views["status"]: gr.skip()}
+    trace, shown, note = picked
+    path = exports.path("replay")
+    path.write_text(session.dump(trace), encoding="utf-8")
+    return render(page, trace, None, note, path, shown=shown)

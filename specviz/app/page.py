@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from specviz.app import knobs, pairwork, promptset, session
+from specviz.app import engine, knobs, pairwork, promptset, session
 from specviz.app.theme import HEADER
 from specviz.core.config import DRAFTERS, DTYPES, ModelConfig, RunConfig
 from specviz.core.curves import load_curves
@@ -36,13 +36,15 @@ ROUND_VIEWS = (  # inspector.open_round
 @dataclass(frozen=True)
 class Page:
     """controls: name -> input component (a handler parameter of that name reads it); views: name -> output;
-    buttons: name -> button; set_tab: the Prompt set tab (`app.promptset.Tab`)."""
+    buttons: name -> button; set_tab: the Prompt set tab (`app.promptset.Tab`); engine_tab: its Engine view
+    (`app.engine.Tab`)."""
 
     demo: gr.Blocks
     controls: dict
     views: dict
     buttons: dict
     set_tab: promptset.Tab
+    engine_tab: engine.Tab
 
     def inputs(self, fn) -> list:
         """The components feeding `fn`, by the names of its parameters (the page's own state among them)."""
@@ -57,15 +59,15 @@ def layout(demo: gr.Blocks) -> Page:
     """Lay the page out inside `demo` (a gr.Blocks context)."""
     c, v, b = {}, {}, {}
     examples = session.example_prompts()
-    for name, init in (("st_trace", None), ("st_base", None), ("st_open", []), ("st_set", None)):
+    for name, init in (("st_trace", None), ("st_base", None), ("st_open", []), ("st_set", None), ("st_engine", None)):
         v[name] = gr.State(init, time_to_live=STATE_TTL_S)  # per visitor; freed an hour after its last use
     gr.HTML(HEADER)
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=330):
             _controls(c, b, v, examples)
         with gr.Column(scale=3):
-            set_tab = _views(c, b, v)
-    return Page(demo, c, v, b, set_tab)
+            set_tab, engine_tab = _views(c, b, v)
+    return Page(demo, c, v, b, set_tab, engine_tab)
 
 
 def _controls(c: dict, b: dict, v: dict, examples: list[str]) -> None:
@@ -125,7 +127,7 @@ def _controls(c: dict, b: dict, v: dict, examples: list[str]) -> None:
         gr.Examples(examples=[[e] for e in examples], inputs=c["prompt"], label="Example prompts (Spec-Bench)")
 
 
-def _views(c: dict, b: dict, v: dict) -> promptset.Tab:
+def _views(c: dict, b: dict, v: dict) -> tuple[promptset.Tab, engine.Tab]:
     v["status"] = gr.Markdown(label="status", elem_id="sv-status")
     v["cards"] = gr.HTML(label="summary")
     with gr.Row(equal_height=True):
@@ -176,6 +178,8 @@ def _views(c: dict, b: dict, v: dict) -> promptset.Tab:
             v["race_plot"] = gr.Plot(race_figure([]), label="race", show_label=False, elem_id="sv-race")
         with gr.Tab("Prompt set", elem_id="sv-set-tab"):
             set_tab = promptset.tab()
+            with gr.Accordion("Engine: a served vLLM beside specviz", open=False, visible=not session.public()):
+                engine_tab = engine.tab()
         with gr.Tab("Hardware"):
             here = resolve_dtype(MODEL.dtype, resolve_device(MODEL.device))
             shipped = load_curves()
@@ -185,4 +189,6 @@ def _views(c: dict, b: dict, v: dict) -> promptset.Tab:
             )
             v["hw_plot"] = gr.Plot(budget_figure(shipped, here), show_label=False, elem_id="sv-budget")
     c["n"], c["prompts_file"] = set_tab.n, set_tab.prompts
-    return set_tab
+    e = engine_tab
+    c["engine_url"], c["engine_n"], c["engine_prompts"], c["engine_reference"] = e.url, e.n, e.prompts, e.reference
+    return set_tab, engine_tab

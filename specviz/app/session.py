@@ -158,6 +158,14 @@ def loaded(cfg: ModelConfig):
 
 
 @contextmanager
+def holding(cfg: ModelConfig):
+    """The loaded pair for `cfg`, held for one caller's whole piece of work (no run decodes on it meanwhile)."""
+    pair = loaded(cfg)
+    with _hold():
+        yield pair
+
+
+@contextmanager
 def no_collector():
     """Python's cycle collector off for a round: its full scans of a page's heap (Gradio, plotly, the traces) land
     inside the decode otherwise, and a round's tensors and records are freed by reference counts."""

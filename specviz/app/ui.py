@@ -13,7 +13,7 @@ import threading
 
 import gradio as gr
 
-from specviz.app import exports, handlers, inspector, knobs, pairwork, promptset, session
+from specviz.app import engine, exports, handlers, inspector, knobs, pairwork, promptset, session
 from specviz.app.handlers import bind
 from specviz.app.page import ROUND_VIEWS, Page, layout
 from specviz.app.theme import CLICK_JS, CSS
@@ -38,7 +38,14 @@ def wire(page: Page) -> None:
     race_ev = b["race"].click(race, page.inputs(race), v["race_plot"], api_name="race", **MODEL_EVENT)
     set_out = [v["st_set"], *st.views]
     set_ev = st.run.click(run_set, page.inputs(run_set), set_out, api_name="run_set", **MODEL_EVENT)
-    b["stop"].click(None, None, None, cancels=[run_ev, race_ev, set_ev], **NAV)
+    eng = page.engine_tab
+    eng_out = [v["st_engine"], *eng.views]
+    rec = engine.record_engine
+    eng_ev = eng.record.click(rec, page.inputs(rec), eng_out, api_name="record_engine", **MODEL_EVENT)
+    for f in (eng.file_a, eng.file_b):
+        f.change(engine.on_files, [eng.file_a, eng.file_b], eng_out, **NAV)
+    eng.views[1].select(bind(handlers.pick_engine_row, page), v["st_engine"], page.outputs(), **NAV)
+    b["stop"].click(None, None, None, cancels=[run_ev, race_ev, set_ev, eng_ev], **NAV)
     knob = {n: c[n] for n in knobs.NAMES}
     c["method"].change(lambda m: knobs.visibility(m, knob), c["method"], list(knob.values()), **NAV)
     st.file.change(promptset.on_file, st.file, set_out, api_name="load_set")

@@ -44,11 +44,11 @@ def _call(url: str, path: str, body: dict | None = None, timeout: float = PROBE_
         return e.code, e.read().decode("utf-8", "replace")
     except TimeoutError:
         raise ServerError(
-            f"{url}{path} did not answer within {timeout:.0f} s (raise --timeout for a slow server)"
+            f"{url}{path} did not answer within {timeout:g} s (raise --timeout for a slow server)"
         ) from None
     except urllib.error.URLError as e:
         if isinstance(e.reason, (TimeoutError, socket.timeout)):
-            raise ServerError(f"{url}{path} did not answer within {timeout:.0f} s") from None
+            raise ServerError(f"{url}{path} did not answer within {timeout:g} s") from None
         raise ServerError(f"nothing answers at {url} ({e.reason}): is the server running there?") from None
     except (ConnectionError, OSError) as e:
         raise ServerError(f"the connection to {url} failed ({e})") from None
