@@ -56,8 +56,14 @@ def tab() -> Tab:
             prompts = gr.File(label="prompts (JSON lines; default: the Spec-Bench sample)", file_types=[".jsonl"])
             rec = gr.Button("Record the engine", variant="primary", elem_id="sv-engine-record")
         with gr.Column(scale=2):
-            file_a = gr.File(label="or load a recorded run (specviz engine --out)", file_types=[".json"])
-            file_b = gr.File(label="and a second run for an A/B (another version, another K)", file_types=[".json"])
+            file_a = gr.File(
+                label="or load a recorded run (specviz engine --out)", file_types=[".json"], elem_id="sv-engine-a"
+            )
+            file_b = gr.File(
+                label="and a second run for an A/B (another version, another K)",
+                file_types=[".json"],
+                elem_id="sv-engine-b",
+            )
     summary_ = gr.HTML(summary(None, None), elem_id="sv-engine-summary")
     table_ = gr.Dataframe(
         headers=COLUMNS, interactive=False, wrap=True, elem_id="sv-engine-table", label="prompts (click one)"

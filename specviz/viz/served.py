@@ -59,7 +59,7 @@ def lengths_figure(run: EngineRun) -> go.Figure:
         )
     fig.update_xaxes(title="prompt", type="category", gridcolor=GRID)
     fig.update_yaxes(title="acceptance length", gridcolor=GRID, rangemode="tozero")
-    sub = "1 + accepted draft tokens per step (vLLM's mean acceptance length)"
+    sub = "1 + accepted draft tokens a step, as vLLM counts it"
     return base_layout(fig, HEIGHT, "Acceptance length per prompt", sub, legend_space=50)
 
 
@@ -89,7 +89,7 @@ def positions_figure(run: EngineRun, other: EngineRun | None = None) -> go.Figur
         )
     fig.update_xaxes(title="draft position d", dtick=1, gridcolor=GRID)
     fig.update_yaxes(title="accepted d or more", tickformat=".0%", range=[0, 1], gridcolor=GRID)
-    sub = "share of steps drafting d or more that accepted d or more · Wilson 95 % intervals"
+    sub = "steps drafting d+ that accepted d+ · 95 % intervals"
     return base_layout(fig, HEIGHT, "Acceptance by draft position", sub, legend_space=50)
 
 
