@@ -6,11 +6,12 @@ import threading
 import pytest
 
 from specviz.app import pairwork, session
-from specviz.core.config import RunConfig
+from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.curves import load_curves, local_record
+from specviz.models.loading import load_pair
 from specviz.tools.families import save_pair
 from specviz.train.config import HeadTrainConfig
-from specviz.train.head import Stopped
+from specviz.train.head import Stopped, head_prompts
 from specviz.viz.budget import budget_note
 
 TINY = HeadTrainConfig(prompts=12, new_tokens=12, gen_batch=4, epochs=2)
@@ -96,3 +97,15 @@ def test_the_hardware_tab_draws_this_machines_measurement(own_pair, monkeypatch)
     assert any(t.name == "target forward" for t in fig.data)
     shipped = budget_note(load_curves().get("bf16"), here=False)
     assert "the shipped curve of the default pair" in shipped and "*Measure*" in shipped
+
+
+def test_the_quick_preset_leaves_out_prompts_too_long_for_the_targets_context(tmp_path):
+    """A target whose context is shorter than some Spec-Bench prompts (a tiny 512-position model; a small-vocabulary
+    tokenizer meets the same): those prompts are left out and counted, the rest train."""
+    target, draft = save_pair("llama", tmp_path)
+    pair = load_pair(ModelConfig(target=str(target), draft=str(draft), dtype="fp32"), progress=lambda m: None)
+    cfg = HeadTrainConfig(prompts=48, new_tokens=64)
+    prompts, left_out = head_prompts(pair, cfg, "spec-bench")
+    context = pair.target.model.config.max_position_embeddings
+    assert left_out > 0 and len(prompts) + left_out == 48
+    assert all(len(p) + cfg.new_tokens <= context for p in prompts)

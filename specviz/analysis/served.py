@@ -48,6 +48,15 @@ def _near(top: list | None, a: int, b: int) -> tuple[bool, dict]:
     return tie, {"tokens": [a, b], "p": [pa, pb]}
 
 
+def _target_choice(rnd: RoundTrace, j: int, top: list | None) -> int | None:
+    """specviz's target's greedy token at draft position j: the drafted token where the verifier accepted it, else
+    the most probable other token (a rejected token is never the argmax; exact ties keep the verifier's order)."""
+    drafted = rnd.tree.tokens[j]
+    if rnd.status[j] == "accepted":
+        return drafted
+    return next((t for t, _ in top or () if t != drafted), None)
+
+
 def classify(rnd: RoundTrace, engine_tokens: Sequence[int], accepted: int, drafted: int) -> StepDifference | None:
     """A greedy step compared: None where specviz accepts what the engine accepted, else the difference and why."""
     ours = min(rnd.n_accepted, drafted)
@@ -60,8 +69,9 @@ def classify(rnd: RoundTrace, engine_tokens: Sequence[int], accepted: int, draft
     base = {"step": rnd.index, "position": 0, "engine": accepted, "specviz": ours}
     for j in range(1, min(common + 1, len(draft), len(engine_tokens)) + 1):
         top = rnd.p_top[j] if rnd.p_top else None
-        if top and top[0][0] != engine_tokens[j - 1]:
-            tie, detail = _near(top, top[0][0], engine_tokens[j - 1])
+        choice = _target_choice(rnd, j, top)
+        if choice is not None and choice != engine_tokens[j - 1]:
+            tie, detail = _near(top, choice, engine_tokens[j - 1])
             detail |= {"position": j, "who": "target", "first": "specviz", "second": "engine"}
             return StepDifference(**base, reason="target_tie" if tie else "target", detail=detail)
     j = min(ours, accepted) + 1  # the first draft position the two counts disagree on

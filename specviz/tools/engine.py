@@ -25,7 +25,7 @@ from specviz.analysis.served import acceptance_length, pooled_steps, reason_coun
 from specviz.core.args import output_file, positive
 from specviz.core.config import DTYPES, ModelConfig
 from specviz.core.output import replacing
-from specviz.core.prompts import read_prompts
+from specviz.core.prompts import read_prompts, stratified
 from specviz.core.server import ServerError, check_url, probe
 from specviz.models.loading import load_pair
 
@@ -34,7 +34,14 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="specviz engine", description=__doc__.split("\n\n")[0].split("`: ", 1)[-1])
     ap.add_argument("--url", required=True, help="the server's address, such as http://127.0.0.1:8000")
     ap.add_argument("--prompts", required=True, help="JSON-lines prompts (Spec-Bench shape: a 'turns' list per line)")
-    ap.add_argument("--limit", type=positive(int), default=None, help="only the first N prompts")
+    pick = ap.add_mutually_exclusive_group()
+    pick.add_argument("--limit", type=positive(int), default=None, help="only the first N prompts")
+    pick.add_argument(
+        "--n-prompts",
+        type=positive(int),
+        default=None,
+        help="N prompts balanced over the file's tasks, as `specviz bench` draws them (seed 0)",
+    )
     ap.add_argument("--max-new-tokens", type=positive(int), required=True)
     ap.add_argument("--temperature", type=float, required=True, help="0: greedy")
     ap.add_argument("--seed", type=int, default=None, help="the request's seed (sampled runs)")
@@ -63,7 +70,8 @@ def check_args(a: argparse.Namespace) -> list[dict]:
     for what, d in (("target", a.target), ("draft", a.draft)):
         if d is not None and not (Path(d) / "config.json").is_file():
             raise ValueError(f"--{what} {d} is not a model folder (no config.json)")
-    return read_prompts(a.prompts, a.limit)
+    rows = read_prompts(a.prompts, a.limit)
+    return stratified(rows, a.n_prompts, 0) if a.n_prompts else rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             bar = bars[what]
             bar.update(done - bar.n)
 
-        settings = {"prompts": str(a.prompts), "limit": a.limit, "target": a.target, "draft": a.draft}
+        settings = {"prompts": str(a.prompts), "limit": a.limit, "n_prompts": a.n_prompts}
+        settings |= {"target": a.target, "draft": a.draft}
         t0 = time.perf_counter()
         run = record(server, prompts, a.max_new_tokens, a.temperature, a.seed, a.timeout, True, progress, settings)
         if a.reference:

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from specviz.analysis.metrics import auc
 from specviz.core.assets import DEFAULT_EAGLE, SPEC_BENCH, cache_dir
 from specviz.core.config import DTYPES, ModelConfig
-from specviz.core.prompts import encode_prompt, read_prompts, stratified
+from specviz.core.prompts import MAX_PROMPT_TOKENS, encode_prompt, read_prompts, stratified
 from specviz.core.sampling import make_rng
 from specviz.methods.specdecpp.head import AcceptanceHead, file_digest, head_folder, save_head
 from specviz.methods.specdecpp.inputs import CATALOG
@@ -233,13 +233,30 @@ class Stopped(Exception):
     """Training was stopped before it finished (nothing is written)."""
 
 
-def head_prompts(pair: Pair, cfg: HeadTrainConfig, source: str) -> list[list[int]]:
+def head_prompts(pair: Pair, cfg: HeadTrainConfig, source: str) -> tuple[list[list[int]], int]:
     """The prompts the head's data continues: "composed" chat prompts (`prompts.compose`, never Spec-Bench; the
-    shipped heads'), or "spec-bench": a stratified sample of the shipped Spec-Bench questions (the quick preset's)."""
+    shipped heads'), or "spec-bench": a stratified sample of the shipped Spec-Bench questions (the quick preset's).
+    A prompt whose tokens and answer would not fit the target's context (a small-vocabulary tokenizer makes long
+    prompts) is left out; (the prompts, how many were left out)."""
     if source == "spec-bench":
-        rows = stratified(read_prompts(SPEC_BENCH), cfg.prompts, PROMPT_SEED + cfg.seed)
-        return [encode_prompt(pair.tokenizer, r["turns"][0]) for r in rows]
-    return [encode_prompt(pair.tokenizer, text) for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
+        texts = [r["turns"][0] for r in stratified(read_prompts(SPEC_BENCH), cfg.prompts, PROMPT_SEED + cfg.seed)]
+    else:
+        texts = [text for _, text in compose(cfg.prompts, PROMPT_SEED + cfg.seed)]
+    context = getattr(pair.target.model.config, "max_position_embeddings", None) or MAX_PROMPT_TOKENS
+    room = min(MAX_PROMPT_TOKENS, context - cfg.new_tokens)
+    kept = []
+    for text in texts:
+        try:
+            ids = encode_prompt(pair.tokenizer, text)
+        except ValueError:  # past the prompt limit
+            continue
+        if len(ids) <= room:
+            kept.append(ids)
+    if not kept:
+        raise ValueError(
+            f"no prompt fits the target's context of {context} tokens with a {cfg.new_tokens}-token answer"
+        )
+    return kept, len(texts) - len(kept)
 
 
 def fit_for_pair(
@@ -261,7 +278,9 @@ def fit_for_pair(
     weights = folder / ("eagle.safetensors" if drafter is pair.eagle else "draft.safetensors")
     digest = file_digest(weights) if weights.exists() else ""
     rng = make_rng(cfg.seed)
-    prompts = head_prompts(pair, cfg, source)
+    prompts, left_out = head_prompts(pair, cfg, source)
+    if left_out:
+        progress(0.0, f"{left_out} of {left_out + len(prompts)} prompts left out: too long for the target's context")
     key = _data_key(cfg, pair.info["target"] + digest + pair.info["dtype"] + source, drafter.context_vocab)
     total, seen = len(prompts) * cfg.new_tokens, 0
 
@@ -295,6 +314,7 @@ def fit_for_pair(
         "context_vocab": drafter.context_vocab,
         "recipe": asdict(cfg),
         "prompts_from": source,
+        "prompts_left_out": left_out,  # too long for the target's context
         "heldout": final,
         "rows": len(data.label),  # labelled draft tokens seen (train, validation and held-out)
         "train_rows": len(fit.label),

@@ -75,7 +75,7 @@ def summarize(runs: list[dict], settings, mismatches: list[dict]) -> dict:
                     "loop_speedup_vs_ar": _ratio(c.get("loop_tokens_per_s"), cells["ar"].get("loop_tokens_per_s")),
                     "best_hf": best_hf,
                     "speedup_vs_best_hf": c["tokens_per_s"] / cells[best_hf]["tokens_per_s"] if best_hf else None,
-                    "greedy_mismatches": len(bad) if t == 0 else None,
+                    "greedy_mismatches": len(bad) if t == 0 and s.kind != "engine" else None,
                     "min_mismatch_margin": min((m["margin"] for m in bad), default=None),
                 }
             )
@@ -168,6 +168,9 @@ def suite_markdown(suite: dict) -> list[str]:
         )
     if len(mism) > 20:
         lines.append(f"- … {len(mism) - 20} more in the JSON file")
+    runs = {c["setting"]: c["runs"] for c in suite["summary"] if c["temperature"] == 0}
+    for k, n in suite.get("engine_agreement", {}).items():
+        lines.append(f"- {k}: greedy output equal to our autoregressive output on {n} of {runs.get(k, n)} prompts")
     for k, why in suite.get("skipped", {}).items():
         lines.append(f"- skipped {k}: {why}")
     return lines + [""]
@@ -190,6 +193,11 @@ def notes(result: dict) -> list[str]:
         "- HF assisted generation drives the standalone draft model with its full output layer; "
         "our engine's draft wrapper may use a reduced-vocabulary head (see draft_head_ours in the JSON).",
     ]
+    if any(c["kind"] == "engine" for s in result["suites"].values() for c in s["summary"]):
+        out.append(
+            "- engine:… rows: a served engine over HTTP (`--engine`), timed end to end as its client sees each "
+            "request (chat template, prefill, decode, reply); τ counts its prefill and one forward per step."
+        )
     if not result["machine"].get("sklearn_for_hf_threshold"):
         out.append(
             "- scikit-learn is not installed, so HF's dynamic mode keeps its confidence threshold at 0.4 "
