@@ -5,8 +5,10 @@ import pytest
 
 from specviz.analysis.lessons import KINDS, find
 from specviz.analysis.verification import JUDGE, steps, verdicts
-from specviz.app import session
+from specviz.app import knobs, session
+from specviz.core.config import RunConfig
 from specviz.core.trace import ACCEPTED, REJECTED
+from specviz.methods.catalog import knob_values
 from specviz.tools.lessons import LESSONS
 
 SHIPPED = session.lessons()
@@ -43,3 +45,19 @@ def test_every_round_of_a_shipped_trace_replays_to_its_recorded_verdict(name):
     trace, _ = session.load_path(session.recorded()[name])
     for i, rnd in enumerate(trace.rounds):
         assert verdicts(steps(trace, i)) == {c: s for c, s in enumerate(rnd.status) if s in (ACCEPTED, REJECTED)}
+
+
+@pytest.mark.parametrize("entry", SHIPPED, ids=[e["id"] for e in SHIPPED])
+def test_opening_a_lesson_sets_the_controls_to_its_runs_settings(entry):
+    """The method, its knobs and the sampling controls read the lesson's own run, never the page's last ones."""
+    _, trace, _ = session.lesson(entry["title"])
+    got = dict(zip(knobs.SHOWN, knobs.shown(trace)))
+    run = RunConfig.from_dict(trace.config)
+    assert got["method"]["value"] == trace.method and got["temperature"]["value"] == run.sampling.temperature
+    for name, value in knob_values(run).items():
+        if name in knobs.NAMES:
+            assert got[name]["value"] == value and got[name]["visible"]
+    hidden = set(knobs.NAMES) - set(knob_values(run))
+    assert all(got[n]["visible"] is False for n in hidden)
+    if trace.method == "chain" and not run.copy:  # the lesson's round drafted K tokens: the K control says K
+        assert got["k"]["value"] == len(trace.rounds[entry["round"]].tree) - 1

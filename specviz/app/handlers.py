@@ -17,7 +17,7 @@ from contextlib import closing
 import gradio as gr
 
 from specviz.analysis.metrics import acceptance_by_position, summarize, time_split
-from specviz.app import engine, exports, promptset, session
+from specviz.app import engine, exports, knobs, promptset, session
 from specviz.app.inputs import ERRORS, defaults, make_configs, make_prompt
 from specviz.app.render import STREAM_EVERY_S, Pacer, done_note, render, render_live
 from specviz.core.config import RunConfig
@@ -298,7 +298,7 @@ def import_trace(page, file: str):
         raise gr.Error(f"could not load that trace file: {e}") from None
     note = (
         f"Replaying an imported trace: {label(trace.method)}, "
-        f"{counted(trace.output_ids, 'token')} in {counted(trace.rounds, 'round')}."
+        f"{counted(trace.output_ids, 'token')} in {counted(trace.rounds, 'round')}. {knobs.SHOWN_NOTE}"
     )
     return render(page, trace, base, note, file)
 
@@ -309,7 +309,8 @@ def open_recorded(page, recorded: str | None):
         return render(page, None, None, "No recorded traces ship with this copy: press Run.", None)
     trace, base = session.load_path(paths[recorded])
     note = (
-        f"Recorded trace **{recorded}**: prompt “{html.escape(trace.prompt_text[:80])}”. Press Run to decode it live."
+        f"Recorded trace **{recorded}**: prompt “{html.escape(trace.prompt_text[:80])}”. {knobs.SHOWN_NOTE} "
+        "Press Run to decode it live."
     )
     return render(page, trace, base, note, paths[recorded])
 
@@ -327,7 +328,7 @@ def open_lesson(page, lesson: str | None):
         entry, trace, path = session.lesson(lesson or "")
     except ValueError as e:
         raise gr.Error(str(e)) from None
-    note = f"**Lesson: {entry['title']}.** {entry['text']} {LESSON_VIEW.get(entry.get('view'), '')}"
+    note = f"**Lesson: {entry['title']}.** {entry['text']} {LESSON_VIEW.get(entry.get('view'), '')} {knobs.SHOWN_NOTE}"
     views = render(page, trace, None, note, path, shown=entry["round"])
     return views | {page.views["vr_acc"]: gr.Accordion(open=entry.get("view") == "verify")}
 
@@ -338,7 +339,7 @@ def pick_set_row(page, st_set, evt: gr.SelectData):
         return {page.views["status"]: gr.skip()}
     path = exports.path(picked.trace.method)
     path.write_text(session.dump(picked.trace), encoding="utf-8")
-    return render(page, picked.trace, None, promptset.picked_note(picked), path)
+    return render(page, picked.trace, None, f"{promptset.picked_note(picked)} {knobs.SHOWN_NOTE}", path)
 
 
 def pick_engine_row(page, st_engine, evt: gr.SelectData):
@@ -349,4 +350,4 @@ def pick_engine_row(page, st_engine, evt: gr.SelectData):
     trace, shown, note = picked
     path = exports.path("replay")
     path.write_text(session.dump(trace), encoding="utf-8")
-    return render(page, trace, None, note, path, shown=shown)
+    return render(page, trace, None, f"{note} {knobs.SHOWN_NOTE}", path, shown=shown)

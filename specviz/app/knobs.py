@@ -6,7 +6,8 @@ from __future__ import annotations
 import gradio as gr
 
 from specviz.core.config import RunConfig
-from specviz.methods.catalog import CATALOG
+from specviz.core.trace import GenerationTrace
+from specviz.methods.catalog import CATALOG, knob_values
 
 NAMES = ("k", "start_k", "h", "budget", "width", "depth", "copy")  # every method knob's widget, by knob name
 
@@ -43,3 +44,28 @@ def widgets(run: RunConfig) -> dict[str, gr.components.Component]:
 def visibility(method: str, knob: dict) -> list:
     """gr.update per widget of `knob` (in its order): shown where `method` has that knob."""
     return [gr.update(visible=method in CATALOG and name in CATALOG[method].knobs) for name in knob]
+
+
+SHOWN = ("method", *NAMES, "temperature", "top_p", "max_new_tokens", "seed", "drafter")  # the controls `shown` sets
+SHOWN_NOTE = "The method and settings on the left are now this run's."
+
+
+def shown(trace: GenerationTrace | None) -> list:
+    """gr.update per control of SHOWN: the settings of the run on screen (a lesson, a recorded or imported trace),
+    so the controls never describe another run than the one shown; left as they are for a trace whose settings
+    cannot be read (an older file)."""
+    try:
+        run = RunConfig.from_dict(trace.config)
+    except (AttributeError, TypeError, ValueError):
+        return [gr.skip() for _ in SHOWN]
+    knobs = knob_values(run)
+    s = run.sampling
+    values = {"method": run.method, "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed}
+    values |= {"max_new_tokens": run.max_new_tokens, "drafter": run.drafter}
+    out = []
+    for name in SHOWN:
+        if name in NAMES:
+            out.append(gr.update(value=knobs[name], visible=True) if name in knobs else gr.update(visible=False))
+        else:
+            out.append(gr.update(value=values[name]))
+    return out

@@ -44,25 +44,30 @@ def wire(page: Page) -> None:
     eng_ev = eng.record.click(rec, page.inputs(rec), eng_out, api_name="record_engine", **MODEL_EVENT)
     for f in (eng.file_a, eng.file_b):
         f.change(engine.on_files, [eng.file_a, eng.file_b], eng_out, **NAV)
-    eng.views[1].select(bind(handlers.pick_engine_row, page), v["st_engine"], page.outputs(), **NAV)
     b["stop"].click(None, None, None, cancels=[run_ev, race_ev, set_ev, eng_ev], **NAV)
     knob = {n: c[n] for n in knobs.NAMES}
     c["method"].change(lambda m: knobs.visibility(m, knob), c["method"], list(knob.values()), **NAV)
     st.file.change(promptset.on_file, st.file, set_out, api_name="load_set")
-    st.views[1].select(bind(handlers.pick_set_row, page), v["st_set"], page.outputs(), **NAV)
+    shown = [c[n] for n in knobs.SHOWN]  # a run opened from a file: the controls take its settings
+
+    def opens(event):
+        event.then(knobs.shown, v["st_trace"], shown, **NAV)
+
+    opens(st.views[1].select(bind(handlers.pick_set_row, page), v["st_set"], page.outputs(), **NAV))
+    opens(eng.views[1].select(bind(handlers.pick_engine_row, page), v["st_engine"], page.outputs(), **NAV))
     imported = bind(handlers.import_trace, page)
-    c["file"].upload(imported, c["file"], page.outputs(), api_name="import_trace")
+    opens(c["file"].upload(imported, c["file"], page.outputs(), api_name="import_trace"))
     recorded = bind(handlers.open_recorded, page)
-    c["recorded"].input(recorded, c["recorded"], page.outputs(), **NAV)
+    opens(c["recorded"].input(recorded, c["recorded"], page.outputs(), **NAV))
     lesson = bind(handlers.open_lesson, page)
     lesson_out = [*page.outputs(), v["vr_acc"]]
-    c["lesson"].input(lesson, c["lesson"], lesson_out, **NAV)
+    opens(c["lesson"].input(lesson, c["lesson"], lesson_out, **NAV))
     taught = session.lessons()
     if session.public() and taught:  # a Space opens on the first lesson
-        page.demo.load(lambda: lesson(taught[0]["title"]), None, lesson_out, **NAV)
+        opens(page.demo.load(lambda: lesson(taught[0]["title"]), None, lesson_out, **NAV))
         page.demo.load(lambda: taught[0]["title"], None, c["lesson"], **NAV)
     else:
-        page.demo.load(recorded, c["recorded"], page.outputs(), **NAV)
+        opens(page.demo.load(recorded, c["recorded"], page.outputs(), **NAV))
     gr.api(handlers.measure, api_name="measure", **MODEL_EVENT)  # the API / MCP alone: a run's numbers as JSON
     wire_pairwork(page, run_ev)
     wire_rounds(page)

@@ -84,6 +84,14 @@ def method(name: str) -> Method:
     return CATALOG[name]
 
 
+def knob_values(run: RunConfig) -> dict[str, object]:
+    """The value of each knob `run.method` has, read from `run` (the reverse of `with_knobs`)."""
+    out = {}
+    for knob, (part, sub) in method(run.method).knobs.items():
+        out[knob] = getattr(run, sub) if not part else getattr(getattr(run, part), sub)
+    return out
+
+
 def label(name: str) -> str:
     return CATALOG[name].label if name in CATALOG else name
 
