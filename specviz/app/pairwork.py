@@ -37,14 +37,17 @@ def head_note(card: dict | None) -> str:
     return f"**SpecDec++ head**: {', '.join(p for p in parts if p)}{when}."
 
 
+BATCH_STEP_COST = 4  # a step over QUICK.gen_batch rows, in one-row steps, on a CPU (assets/bench/README.md)
+TRAINING_S = 10  # the quick preset's epochs after its answers
+
+
 def estimate_s(pair_ms: float) -> float:
     """Seconds the quick preset takes on a pair whose one-token target step plus draft step take `pair_ms` here
-    (`session.step_ms`): the answers run in batches of QUICK.gen_batch rows, a batched step costing about four
-    one-row steps on a CPU (the default pair in bf16 on a 2-core AMX Xeon: 120 s of answers in 768 steps, 156 ms a
-    step against 39 ms for the two one-token steps timed this way; estimated 129 s, took 121 s), then a few seconds
-    of training. The progress bar's own estimate takes over once the answers start."""
+    (`session.step_ms`): the answers run in batches of QUICK.gen_batch rows, each batched step costing
+    BATCH_STEP_COST one-row steps, then TRAINING_S of training. The progress bar's own estimate takes over once the
+    answers start."""
     steps = QUICK.prompts * QUICK.new_tokens / QUICK.gen_batch
-    return steps * pair_ms * 4 / 1e3 + 10
+    return steps * pair_ms * BATCH_STEP_COST / 1e3 + TRAINING_S
 
 
 def train_head(

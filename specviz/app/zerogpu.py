@@ -16,7 +16,9 @@ try:
 except ImportError:  # pragma: no cover - exercised by a test that hides the package
     spaces = None
 
-BASE_S, PER_TOKEN_S, MAX_S = 20.0, 0.15, 240.0  # a pair's first call moves it to the GPU; then ~7 tokens/s at worst
+BASE_S = 20.0  # a ZeroGPU allocation's start: a pair's first call moves it to the GPU
+PER_TOKEN_S = 0.15  # seconds a new token is given: the slowest rate an allocation is sized for (docs/deploy.md)
+MAX_S = 240.0  # the longest allocation a run asks for
 
 
 def seconds_for(run: RunConfig) -> int:

@@ -174,7 +174,7 @@ class LookupConfig:
     (`specviz budget`), both then copy further, up to `extend_to` copied tokens in all, as far as the expected
     tokens per verify millisecond keep rising (`specviz.methods.lookup.plan.best_extension`; copies need no
     draft forward); 0 turns that off. k = 3 keeps a round at 4 rows, a cheap verify width on CPU, while a long
-    match's 16th copy is still right 60 % of the time. k and extend_to were chosen by measurement:
+    match's copies stay right far past it. k and extend_to were chosen by measurement:
     docs/benchmarks.md#why-the-defaults. With `draft_rated` on, a greedy tree grower first rescales the copy's
     priors by the draft's own probability of its first token (`specviz.methods.lookup.plan.calibrated`): a copy the
     draft rates improbable is rarely right, whatever its match length.

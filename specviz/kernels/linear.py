@@ -217,10 +217,10 @@ def wanted(model: torch.nn.Module) -> bool:
 
 def invariant_attention(model: torch.nn.Module, half_rows: bool = False) -> bool:
     """Whether `model` gets the batch-invariant `rows_attention`: a bf16 target. fp32 keeps the fused kernel, whose
-    variation (a logit moves by at most 4e-5 between a one-token step and a 16-token verify) has not flipped a
-    greedy token in any audit, while `rows_attention` would cost an fp32 forward a few ms more (measured on a Xeon
-    with AMX: assets/bench/README.md); in bf16 the variation is 0.5 and flipped most prompts. A draft
-    (`half_rows`) keeps the fused kernel too: its numbers need only be the q it proposes from."""
+    variation between a one-token step and a wide verify is small enough never to have flipped a greedy token in an
+    audit, while `rows_attention` would make an fp32 forward slower; in bf16 the fused kernel's variation flips
+    greedy tokens (the figures: docs/design.md#batch-invariance, assets/bench/README.md). A draft (`half_rows`)
+    keeps the fused kernel too: its numbers need only be the q it proposes from."""
     return not half_rows and next(model.parameters()).dtype == torch.bfloat16
 
 

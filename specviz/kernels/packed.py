@@ -46,7 +46,7 @@ def packs(mod: torch.nn.Module) -> bool:
 def packed_linear(x: torch.Tensor, mod: torch.nn.Linear) -> torch.Tensor:
     """F.linear(x, mod.weight, mod.bias) for 1..PACKED_MAX_ROWS bf16 rows, on oneDNN's gemm over `packed_copy(mod)`:
     the same kernel and the same bits as F.linear (which hands oneDNN the plain weight and has it reordered on every
-    call), 1.3-2.5x faster on the few-row products of decoding (docs/design.md#kernels), but for a lone row where
+    call), faster on the few-row products of decoding (measured in docs/design.md#kernels), but for a lone row where
     oneDNN would give it other bits than among others (`_pads_lone_row`); F.linear from then on where this torch
     cannot. A prefill's wider products keep F.linear, whose bits a packed weight need not give there."""
     try:

@@ -29,6 +29,9 @@ def side_figure(trace: GenerationTrace, i: int) -> go.Figure:
     )
 
 
+UPRIGHT_LABELS = 5  # bars a chain panel labels upright; more stand their labels on end
+
+
 def chain_positions(trace: GenerationTrace, i: int) -> go.Figure:
     """Round i's drafted tokens by position: the draft's q of each (bars coloured by the verdict) and, over the
     whole run, the share of rounds that accepted each position (a line)."""
@@ -44,6 +47,8 @@ def chain_positions(trace: GenerationTrace, i: int) -> go.Figure:
             marker_color=[PALETTE.get(rnd.status[n], PALETTE["unvisited"]) for n in nodes],
             text=[token_label(trace.token_text, rnd.tree.tokens[n], 8) for n in nodes],
             textposition="outside",
+            textangle=0 if len(nodes) <= UPRIGHT_LABELS else -90,  # many narrow bars: labels stand up
+            cliponaxis=False,
             hovertemplate="position %{x}: q = %{y:.3f}<extra></extra>",
             showlegend=False,
         )
@@ -63,7 +68,8 @@ def chain_positions(trace: GenerationTrace, i: int) -> go.Figure:
         legend_entry(fig, f"{status} this round", PALETTE[status])
     fig.update_xaxes(title="draft position", dtick=1)
     fig.update_yaxes(title="draft q / share accepted", range=[0, 1.15])
-    sub = "bars: the draft's q of each drafted token, coloured by the target's verdict; line: the whole run"
+    sub = "bars: q of each drafted token, by verdict · line: the whole run"
+    fig.update_layout(uniformtext=dict(minsize=9, mode="hide"))  # a label that cannot fit is left out, not overlaid
     return base_layout(fig, STOP_HEIGHT, f"Round {rnd.index}: the draft's q by position", sub, legend_space=80)
 
 
