@@ -79,6 +79,193 @@ class Setting:
 
 
 # -- prompts and settings ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Spec:
+    """One method spec, parsed: `name[:arg][/extend][+modifier ...][@kernels]`."""
+
+    full: str  # as written
+    text: str  # without its @kernels and +modifiers
+    name: str
+    arg: str
+    extend: str
+    mods: frozenset[str]  # copy, static, norecord
+    drafter: str  # "", or a DRAFTER_LABELS key
+    kernels: str  # a KERNELS key
+
+    @property
+    def number(self) -> float | None:
+        return float(self.arg) if self.arg else None
+
+    @property
+    def k(self) -> int | None:
+        return int(self.arg) if self.arg and self.name in ("chain", "hf-assist", "hf-heuristic", "hf-lookup") else None
+
+
+MODS = ("copy", "static", "norecord")
+ALL_SPECS = "chain:K, lookup:K/E, hf, hf-assist, hf-assist:K, hf-heuristic, hf-lookup:K"
+
+
+def parse_spec(full: str) -> Spec:
+    """`full` -> a Spec; a ValueError names the part that is wrong."""
+    spec, _, kern = full.partition("@")
+    if kern not in KERNELS:
+        raise ValueError(f"method spec {full!r}: the part after '@' must be one of {', '.join(KERNELS)}")
+    spec, *plus = spec.split("+")
+    mods = frozenset(p for p in plus if p in MODS)
+    rest = [p for p in plus if p not in MODS]
+    if len(rest) > 1 or (rest and rest[0] not in DRAFTER_LABELS):
+        raise ValueError(
+            f"method spec {full!r}: the parts after '+' must be one of {', '.join(DRAFTER_LABELS)} "
+            "and/or copy, static, norecord"
+        )
+    name, _, arg = spec.partition(":")
+    arg, _, extend = arg.partition("/")  # lookup:K/E, ...:B/E+copy: copies in all, past the budget
+    if name == "dyspec-lookup":
+        mods |= {"copy"}
+    if extend and not ("copy" in mods or name == "lookup"):
+        raise ValueError(f"method spec {full!r}: '/E' (copies in all) needs the lookup method or +copy")
+    parsed = Spec(full, spec, name, arg, extend, mods, rest[0] if rest else "", kern)
+    try:
+        parsed.number, parsed.k, int(extend or 0)
+    except ValueError:
+        raise ValueError(f"method spec {spec!r}: the part after ':' must be a number") from None
+    return parsed
+
+
+def _hf(label_: str, method: str, k: int):
+    return lambda s, cfg: [Setting(s.text, label_.format(k=s.k or k), "hf", method, s.k or k)]
+
+
+def _chain(s: Spec, cfg: BenchConfig) -> list[Setting]:
+    ks = [s.k] if s.k else cfg.chain_ks
+    return [Setting(f"chain:{k}", f"specviz {label('chain')}, K={k}", "ours", "chain", k) for k in ks]
+
+
+def _dyspec_variant(s: Spec, cfg: BenchConfig) -> list[Setting]:
+    t = 0.0 if s.name == "dyspec-heap" else s.number if s.number is not None else RunConfig().dyspec.level_threshold
+    variant = "heap variant" if t == 0 else f"level variant (t={t:g})"
+    return [
+        Setting(
+            s.text, f"specviz {label('dyspec')}, {variant}", "ours", "dyspec", knobs=(("dyspec", "level_threshold", t),)
+        )
+    ]
+
+
+def _dyspec_lookup(s: Spec, cfg: BenchConfig) -> list[Setting]:
+    b = int(s.number) if s.number is not None else RunConfig().dyspec.budget
+    return [
+        Setting(s.text, f"specviz {label('dyspec')}, budget={b}", "ours", "dyspec", knobs=(("dyspec", "budget", b),))
+    ]
+
+
+def _lookup(s: Spec, cfg: BenchConfig) -> list[Setting]:
+    k = int(s.number) if s.number is not None else RunConfig().lookup.k
+    return [Setting(s.text, f"specviz {label('lookup')}, k={k}", "ours", "lookup", knobs=(("lookup", "k", k),))]
+
+
+def _ours(s: Spec, cfg: BenchConfig) -> list[Setting]:
+    if not s.arg:
+        return [Setting(s.name, f"specviz {label(s.name)}", "ours", s.name)]
+    m = CATALOG[s.name]
+    if m.spec_knob is None:
+        raise ValueError(f"method {s.name!r} takes no ':' parameter")
+    part, sub = m.knobs[m.spec_knob]
+    cast = type(getattr(getattr(RunConfig(), part), sub))  # the knob's own type: int or float
+    return [
+        Setting(s.text, f"specviz {label(s.name)}, {sub}={s.arg}", "ours", s.name, knobs=((part, sub, cast(s.number)),))
+    ]
+
+
+# spec name -> its settings; `needs`: the method that must be available for it (None: always)
+BASES = {
+    "chain": (None, _chain),
+    "hf": (None, lambda s, cfg: [Setting("hf", "HF generate, target alone", "hf", "plain")]),
+    "hf-lookup": (None, _hf("HF prompt lookup, K={k} (no draft model)", "lookup", 10)),
+    "hf-heuristic": (None, _hf("HF assisted, heuristic schedule (start K={k})", "heuristic", 5)),
+    "dyspec-level": ("dyspec", _dyspec_variant),
+    "dyspec-heap": ("dyspec", _dyspec_variant),
+    "dyspec-lookup": ("dyspec", _dyspec_lookup),
+    "lookup": ("lookup", _lookup),
+}
+
+
+def _hf_assist(s: Spec, cfg: BenchConfig) -> list[Setting]:
+    if s.k:
+        return [Setting(s.text, f"HF assisted, constant K={s.k}", "hf", "constant", s.k)]
+    return [Setting(s.text, "HF assisted, library defaults (dynamic: K<=20, confidence 0.4)", "hf", "dynamic")]
+
+
+BASES["hf-assist"] = (None, _hf_assist)
+
+
+def base_settings(s: Spec, cfg: BenchConfig, available) -> list[Setting]:
+    """The settings a spec's name and argument make, before its modifiers."""
+    needs, build = BASES.get(s.name, (s.name, _ours))
+    if needs is not None and needs not in available:
+        raise ValueError(
+            f"unknown method {s.text!r}; available: {', '.join(available)}, {ALL_SPECS}; suffixes +eagle, +model, +copy"
+        )
+    return build(s, cfg)
+
+
+def _refuse_if(bad, why: str):
+    def check(s: Spec, out: list[Setting]) -> None:
+        if any(bad(x) for x in out):
+            raise ValueError(f"method spec {s.full!r}: {why}")
+
+    return check
+
+
+# modifiers, in the order they apply: (applies to the spec?, refusal check, the setting it makes of one)
+MODIFIERS = (
+    (
+        lambda s: bool(s.extend),
+        lambda s, out: None,
+        lambda s, x: replace(
+            x, label=f"{x.label}, extend_to={s.extend}", knobs=(*x.knobs, ("lookup", "extend_to", int(s.extend)))
+        ),
+    ),
+    (
+        lambda s: "copy" in s.mods,
+        _refuse_if(lambda x: x.kind == "hf" or x.method not in COPYING, f"+copy applies to {', '.join(COPYING)} only"),
+        lambda s, x: replace(
+            x,
+            key=f"{x.key}+copy" if s.name != "dyspec-lookup" else x.key,
+            label=f"{x.label} + copying from the context",
+            copy=True,
+        ),
+    ),
+    (
+        lambda s: bool(s.drafter),
+        _refuse_if(lambda x: x.kind == "hf", "Hugging Face settings always use the standalone draft"),
+        lambda s, x: replace(
+            x, key=f"{x.key}+{s.drafter}", label=f"{x.label} ({DRAFTER_LABELS[s.drafter]})", drafter=s.drafter
+        ),
+    ),
+    (
+        lambda s: "static" in s.mods,
+        _refuse_if(lambda x: x.kind == "hf" or x.method == "ar", "+static applies to specviz's drafting methods only"),
+        lambda s, x: replace(
+            x, key=f"{x.key}+static", label=f"{x.label}, head ids only (no context vocabulary)", static=True
+        ),
+    ),
+    (
+        lambda s: "norecord" in s.mods,
+        _refuse_if(lambda x: x.kind == "hf", "+norecord applies to specviz's methods only"),
+        lambda s, x: replace(
+            x, key=f"{x.key}+norecord", label=f"{x.label}, nothing recorded for the inspector", record=False
+        ),
+    ),
+    (
+        lambda s: bool(s.kernels),
+        lambda s, out: None,
+        lambda s, x: replace(
+            x, key=f"{x.key}@{s.kernels}", label=f"{x.label} [{KERNELS[s.kernels]}]", kernels=s.kernels
+        ),
+    ),
+)
+
+
 def parse_settings(specs: list[str] | None, cfg: BenchConfig, available=METHODS) -> list[Setting]:
     """Method specs -> settings. 'chain' expands to cfg.chain_ks; 'ar' is always included (the reference)."""
     if not specs or specs == ["all"]:
@@ -90,130 +277,13 @@ def parse_settings(specs: list[str] | None, cfg: BenchConfig, available=METHODS)
         )
     out: list[Setting] = []
     for full in specs:
-        spec, _, kern = full.partition("@")
-        if kern not in KERNELS:
-            raise ValueError(f"method spec {full!r}: the part after '@' must be one of {', '.join(KERNELS)}")
-        spec, *plus = spec.split("+")
-        copy, static, norecord = "copy" in plus, "static" in plus, "norecord" in plus
-        plus = [p for p in plus if p not in ("copy", "static", "norecord")]
-        if len(plus) > 1 or (plus and plus[0] not in DRAFTER_LABELS):
-            raise ValueError(
-                f"method spec {full!r}: the parts after '+' must be one of {', '.join(DRAFTER_LABELS)} "
-                "and/or copy, static, norecord"
-            )
-        drafter = plus[0] if plus else ""
-        n_before = len(out)
-        name, _, arg = spec.partition(":")
-        arg, _, extend = arg.partition("/")  # lookup:K/E, ...:B/E+copy: copies in all, past the budget
-        copy = copy or name == "dyspec-lookup"
-        if extend and not (copy or name == "lookup"):
-            raise ValueError(f"method spec {full!r}: '/E' (copies in all) needs the lookup method or +copy")
-        try:
-            ext = (("lookup", "extend_to", int(extend)),) if extend else ()
-            k = int(arg) if arg and name in ("chain", "hf-assist", "hf-heuristic", "hf-lookup") else None
-            x = float(arg) if arg else None
-        except ValueError:
-            raise ValueError(f"method spec {spec!r}: the part after ':' must be a number") from None
-        if name == "chain":
-            out += [
-                Setting(f"chain:{x}", f"specviz {label('chain')}, K={x}", "ours", "chain", x)
-                for x in ([k] if k else cfg.chain_ks)
-            ]
-        elif name == "hf":
-            out.append(Setting("hf", "HF generate, target alone", "hf", "plain"))
-        elif name == "hf-assist" and k:
-            out.append(Setting(spec, f"HF assisted, constant K={k}", "hf", "constant", k))
-        elif name == "hf-assist":
-            out.append(Setting(spec, "HF assisted, library defaults (dynamic: K<=20, confidence 0.4)", "hf", "dynamic"))
-        elif name == "hf-lookup":
-            out.append(Setting(spec, f"HF prompt lookup, K={k or 10} (no draft model)", "hf", "lookup", k or 10))
-        elif name == "hf-heuristic":
-            out.append(Setting(spec, f"HF assisted, heuristic schedule (start K={k or 5})", "hf", "heuristic", k or 5))
-        elif name in ("dyspec-level", "dyspec-heap") and "dyspec" in available:
-            t = 0.0 if name == "dyspec-heap" else x if x is not None else RunConfig().dyspec.level_threshold
-            variant = "heap variant" if t == 0 else f"level variant (t={t:g})"
-            out.append(
-                Setting(
-                    spec,
-                    f"specviz {label('dyspec')}, {variant}",
-                    "ours",
-                    "dyspec",
-                    knobs=(("dyspec", "level_threshold", t),),
-                )
-            )
-        elif name == "dyspec-lookup" and "dyspec" in available:
-            b = int(x) if x is not None else RunConfig().dyspec.budget
-            out.append(
-                Setting(
-                    spec, f"specviz {label('dyspec')}, budget={b}", "ours", "dyspec", knobs=(("dyspec", "budget", b),)
-                )
-            )
-        elif name == "lookup" and name in available:
-            k = int(x) if x is not None else RunConfig().lookup.k
-            out.append(
-                Setting(spec, f"specviz {label('lookup')}, k={k}", "ours", "lookup", knobs=(("lookup", "k", k),))
-            )
-        elif name in available and arg:
-            if CATALOG[name].spec_knob is None:
-                raise ValueError(f"method {name!r} takes no ':' parameter")
-            field, sub = CATALOG[name].knobs[CATALOG[name].spec_knob]
-            cast = type(getattr(getattr(RunConfig(), field), sub))  # the knob's own type: int or float
-            out.append(
-                Setting(spec, f"specviz {label(name)}, {sub}={arg}", "ours", name, knobs=((field, sub, cast(x)),))
-            )
-        elif name in available:
-            out.append(Setting(name, f"specviz {label(name)}", "ours", name))
-        else:
-            raise ValueError(
-                f"unknown method {spec!r}; available: {', '.join(available)}, chain:K, lookup:K/E, "
-                "hf, hf-assist, hf-assist:K, hf-heuristic, hf-lookup:K; suffixes +eagle, +model, +copy"
-            )
-        if ext:
-            out[n_before:] = [
-                replace(s, label=f"{s.label}, extend_to={extend}", knobs=(*s.knobs, *ext)) for s in out[n_before:]
-            ]
-        if copy:
-            if any(s.kind == "hf" or s.method not in COPYING for s in out[n_before:]):
-                raise ValueError(f"method spec {full!r}: +copy applies to {', '.join(COPYING)} only")
-            out[n_before:] = [
-                replace(
-                    s,
-                    key=f"{s.key}+copy" if name != "dyspec-lookup" else s.key,
-                    label=f"{s.label} + copying from the context",
-                    copy=True,
-                )
-                for s in out[n_before:]
-            ]
-        if drafter:
-            if any(s.kind == "hf" for s in out[n_before:]):
-                raise ValueError(f"method spec {full!r}: Hugging Face settings always use the standalone draft")
-            out[n_before:] = [
-                replace(s, key=f"{s.key}+{drafter}", label=f"{s.label} ({DRAFTER_LABELS[drafter]})", drafter=drafter)
-                for s in out[n_before:]
-            ]
-        if static:
-            if any(s.kind == "hf" or s.method == "ar" for s in out[n_before:]):
-                raise ValueError(f"method spec {full!r}: +static applies to specviz's drafting methods only")
-            out[n_before:] = [
-                replace(
-                    s, key=f"{s.key}+static", label=f"{s.label}, head ids only (no context vocabulary)", static=True
-                )
-                for s in out[n_before:]
-            ]
-        if norecord:
-            if any(s.kind == "hf" for s in out[n_before:]):
-                raise ValueError(f"method spec {full!r}: +norecord applies to specviz's methods only")
-            out[n_before:] = [
-                replace(
-                    s, key=f"{s.key}+norecord", label=f"{s.label}, nothing recorded for the inspector", record=False
-                )
-                for s in out[n_before:]
-            ]
-        if kern:
-            out[n_before:] = [
-                replace(s, key=f"{s.key}@{kern}", label=f"{s.label} [{KERNELS[kern]}]", kernels=kern)
-                for s in out[n_before:]
-            ]
+        s = parse_spec(full)
+        made = base_settings(s, cfg, available)
+        for applies, check, apply in MODIFIERS:
+            if applies(s):
+                check(s, made)
+                made = [apply(s, x) for x in made]
+        out += made
     if not any(s.key == "ar" for s in out):
         out.insert(0, Setting("ar", f"specviz {label('ar')}", "ours", "ar"))
     return list({s.key: s for s in out}.values())
