@@ -13,9 +13,10 @@ import httpx
 import pytest
 from app_server import DTYPE, app_url  # noqa: E402
 
-from specviz.app import exports, session  # noqa: E402
+from specviz.app import exports, files, policy  # noqa: E402
 from specviz.app import ui as app  # noqa: E402
 from specviz.core.config import RunConfig  # noqa: E402
+from specviz.core.pairs import DEFAULT_PAIR, PAIRS
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client.exceptions import AppError  # noqa: E402
@@ -72,7 +73,7 @@ def run_args(prompt=PROMPT, method="chain", max_new=3, compare=False, **kw):
         v["top_p"],
         v["max_new"],
         v["seed"],
-        session.DEFAULT_PAIR,
+        DEFAULT_PAIR,
         DTYPE,
         v.get("target", ""),
         "",
@@ -105,7 +106,7 @@ def test_run_then_export_and_replay(client):
     spans = out["spans"]
     assert len(spans) == 4 and all(s["class_or_confidence"] for s in spans)
     path = out["download"]["value"] if isinstance(out["download"], dict) else out["download"]
-    trace, base = session.load_path(path)
+    trace, base = files.load_path(path)
     assert trace.method == "chain" and len(trace.output_ids) == 4 and base.method == "ar"
     replay = dict(zip(OUTPUTS, client.predict(gradio_client.handle_file(path), api_name="/import_trace")))
     assert "Replaying" in replay["status"] and replay["spans"] == spans
@@ -219,8 +220,8 @@ def test_a_bad_race_gives_a_sentence_and_the_next_run_is_served(client, name):
 
 
 def _hostile_files(tmp: Path) -> dict[str, Path]:
-    good = session.dump(session.load_path(next(iter(session.recorded().values())))[0]) if session.recorded() else None
-    files = {
+    good = files.dump(files.load_path(next(iter(files.recorded().values())))[0]) if files.recorded() else None
+    bad = {
         "not json": "this is not JSON {",
         "a list": "[1, 2, 3]",
         "deep nesting": "[" * 100_000 + "]" * 100_000,
@@ -273,9 +274,9 @@ def _hostile_files(tmp: Path) -> dict[str, Path]:
     if good:
         d = json.loads(good)
         d["baseline"] = {"method": "chain"}
-        files["bad baseline"] = json.dumps(d)
+        bad["bad baseline"] = json.dumps(d)
     out = {}
-    for name, text in files.items():
+    for name, text in bad.items():
         p = tmp / (name.replace(" ", "_") + ".json")
         p.write_text(text)
         out[name] = p
@@ -299,18 +300,18 @@ def test_a_hostile_upload_gives_a_sentence_and_the_app_keeps_serving(client, tmp
 
 def test_public_mode_allows_only_listed_pairs(monkeypatch):
     monkeypatch.setenv("SPECVIZ_PUBLIC", "1")
-    assert session.model_config(session.DEFAULT_PAIR, "auto") == session.PAIRS[session.DEFAULT_PAIR].model
+    assert policy.model_config(DEFAULT_PAIR, "auto") == PAIRS[DEFAULT_PAIR].model
     with pytest.raises(ValueError, match="public"):
-        session.model_config(session.DEFAULT_PAIR, "bf16", target="/etc")
+        policy.model_config(DEFAULT_PAIR, "bf16", target="/etc")
     with pytest.raises(ValueError, match="unknown model pair"):
-        session.model_config("HuggingFaceTB/SmolLM2-1.7B", "bf16")
+        policy.model_config("HuggingFaceTB/SmolLM2-1.7B", "bf16")
     monkeypatch.delenv("SPECVIZ_PUBLIC")
     monkeypatch.delenv("SPACE_ID", raising=False)
-    assert session.model_config(session.DEFAULT_PAIR, "fp32", target="/some/folder").target == "/some/folder"
+    assert policy.model_config(DEFAULT_PAIR, "fp32", target="/some/folder").target == "/some/folder"
     monkeypatch.setenv("SPACE_ID", "someone/specviz")  # a Space is public unless told otherwise
-    assert session.public()
+    assert policy.public()
     monkeypatch.setenv("SPECVIZ_PUBLIC", "0")
-    assert not session.public()
+    assert not policy.public()
 
 
 def test_widget_defaults_come_from_the_config():

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from specviz.analysis.verification import END, steps
-from specviz.app import session
+from specviz.app import files
 from specviz.tools import screenshot
 from specviz.tools.pagecost import serve_app
 from specviz.viz.tree import NEWEST_BORDER
@@ -43,7 +43,7 @@ def plain(markdown: str) -> str:
 
 
 def test_a_space_opens_on_the_first_lesson(space_page):
-    first = session.lessons()[0]
+    first = files.lessons()[0]
     space_page.wait_for_function(
         "(document.querySelector('#sv-status')?.innerText || '').includes('Lesson:')", timeout=120_000
     )
@@ -52,8 +52,8 @@ def test_a_space_opens_on_the_first_lesson(space_page):
 
 
 def test_step_a_sampled_tree_lesson_to_its_end(space_page, tmp_path):
-    entry = next(e for e in session.lessons() if e["id"] == "second-sibling")
-    _, trace, _ = session.lesson(entry["title"])
+    entry = next(e for e in files.lessons() if e["id"] == "second-sibling")
+    _, trace, _ = files.lesson(entry["title"])
     walk = steps(trace, entry["round"])
     space_page.get_by_label(entry["title"]).check()
     space_page.wait_for_function(

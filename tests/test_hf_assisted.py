@@ -10,7 +10,7 @@ from tiny import tiny_llama_cpu
 from specviz.analysis.promptset import disagreements as ps_disagreements
 from specviz.analysis.promptset import pooled
 from specviz.analysis.runset import PromptRun, RunSet
-from specviz.app import session
+from specviz.app import files
 from specviz.core.trace import ACCEPTED, REJECTED, GenerationTrace
 from specviz.engine.hf_assisted import SOURCE, AssistedRecorder
 from specviz.viz.inspect import node_panel
@@ -90,7 +90,7 @@ def test_a_recorded_hf_run_opens_in_the_dashboard():
     torch.manual_seed(0)
     target.generate(ids, max_new_tokens=16, **rec.hooks(do_sample=True, temperature=1.0, top_k=0))
     trace = rec.trace(ids[0].tolist())
-    loaded, base = session.load(trace.to_json())
+    loaded, base = files.load(trace.to_json())
     assert base is None and loaded.output_ids == trace.output_ids and loaded.models["source"] == SOURCE
     for r in loaded.rounds:
         for node in range(1, len(r.tree)):

@@ -5,7 +5,7 @@ import pytest
 from app_server import app_url
 
 pytest.importorskip("gradio_client")
-from specviz.app import session  # noqa: E402
+from specviz.app import files  # noqa: E402
 from specviz.tools import loadtest  # noqa: E402
 
 
@@ -21,5 +21,5 @@ def test_stop_frees_the_model_in_the_decode_and_in_the_baseline():
 
 
 def test_memory_record_over_requests_and_uploads():
-    r = loadtest.memory(app_url(), 4, next(iter(session.recorded().values())))
+    r = loadtest.memory(app_url(), 4, next(iter(files.recorded().values())))
     assert r["requests"] == 4 and r["uploads"] == 1 and r["rss_mb_after"] > 0

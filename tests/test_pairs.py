@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.app import session, zerogpu
+from specviz.app import policy, zerogpu
 from specviz.core.assets import head_cache
 from specviz.core.config import RunConfig
 from specviz.core.pairs import DEFAULT_PAIR, PAIRS
@@ -29,30 +29,30 @@ def test_each_pair_says_what_it_needs_and_shares_a_family():
 
 
 def test_a_pair_is_offered_only_where_it_can_load(monkeypatch):
-    measured = session.gpu_memory_gb
+    measured = policy.gpu_memory_gb
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    assert session.pair_status(PAIRS[DEFAULT_PAIR], gpu_gb=0) is None
-    assert session.pair_status(PAIRS[QWEN], gpu_gb=0) == "it needs a GPU with 8 GB"
-    assert session.pair_status(PAIRS[QWEN], gpu_gb=6) == "it needs a GPU with 8 GB (this one has 6 GB)"
-    assert session.pair_status(PAIRS[QWEN], gpu_gb=80) is None
-    assert "gated: set HF_TOKEN" in session.pair_status(PAIRS[LLAMA], gpu_gb=80)
+    assert policy.pair_status(PAIRS[DEFAULT_PAIR], gpu_gb=0) is None
+    assert policy.pair_status(PAIRS[QWEN], gpu_gb=0) == "it needs a GPU with 8 GB"
+    assert policy.pair_status(PAIRS[QWEN], gpu_gb=6) == "it needs a GPU with 8 GB (this one has 6 GB)"
+    assert policy.pair_status(PAIRS[QWEN], gpu_gb=80) is None
+    assert "gated: set HF_TOKEN" in policy.pair_status(PAIRS[LLAMA], gpu_gb=80)
     monkeypatch.setenv("HF_TOKEN", "hf_x")
-    assert session.pair_status(PAIRS[LLAMA], gpu_gb=80) is None
+    assert policy.pair_status(PAIRS[LLAMA], gpu_gb=80) is None
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert "model hub is switched off" in session.pair_status(PAIRS[QWEN], gpu_gb=80)
-    monkeypatch.setattr(session, "gpu_memory_gb", lambda: 0.0)
-    assert [name for _, name in session.offered_pairs()] == [DEFAULT_PAIR]
+    assert "model hub is switched off" in policy.pair_status(PAIRS[QWEN], gpu_gb=80)
+    monkeypatch.setattr(policy, "gpu_memory_gb", lambda: 0.0)
+    assert [name for _, name in policy.offered_pairs()] == [DEFAULT_PAIR]
     with pytest.raises(ValueError, match="cannot load here: the model hub is switched off"):
-        session.model_config(QWEN, "auto")
+        policy.model_config(QWEN, "auto")
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")  # a ZeroGPU Space: large GPU slices, none in the main process
-    monkeypatch.setattr(session, "gpu_memory_gb", measured)
-    assert session.gpu_memory_gb() == 40.0
-    offered = [name for _, name in session.offered_pairs()]
+    monkeypatch.setattr(policy, "gpu_memory_gb", measured)
+    assert policy.gpu_memory_gb() == 40.0
+    offered = [name for _, name in policy.offered_pairs()]
     assert QWEN in offered and LLAMA in offered and offered[0] == DEFAULT_PAIR
-    assert session.model_config(QWEN, "bf16").target == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert policy.model_config(QWEN, "bf16").target == "Qwen/Qwen2.5-1.5B-Instruct"
 
 
 def test_a_hub_drafts_head_is_looked_for_in_the_user_cache(monkeypatch, tmp_path):

@@ -5,9 +5,10 @@ import threading
 
 import pytest
 
-from specviz.app import pairwork, session
+from specviz.app import held, pairjobs, pairwork, policy, runs
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.core.curves import load_curves, local_record
+from specviz.core.pairs import DEFAULT_PAIR
 from specviz.models.loading import load_pair
 from specviz.tools.families import save_pair
 from specviz.train.config import HeadTrainConfig
@@ -20,29 +21,29 @@ TINY = HeadTrainConfig(prompts=12, new_tokens=12, gen_batch=4, epochs=2)
 @pytest.fixture
 def own_pair(tmp_path, monkeypatch):
     """A tiny local pair with no head, as typed into the page; the quick preset made tinier."""
-    monkeypatch.setattr(session, "QUICK", TINY)
+    monkeypatch.setattr(pairjobs, "QUICK", TINY)
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     target, draft = save_pair("llama", tmp_path)
-    return session.model_config(session.DEFAULT_PAIR, "fp32", str(target), str(draft)), draft  # no EAGLE with it
+    return policy.model_config(DEFAULT_PAIR, "fp32", str(target), str(draft)), draft  # no EAGLE with it
 
 
 def test_a_head_trained_from_the_page_serves_specdecpp_with_no_reload(own_pair):
     cfg, draft = own_pair
     with pytest.raises(ValueError, match="needs an acceptance head"):
-        session.run_to_end("Hello there", RunConfig(method="specdecpp", max_new_tokens=4), cfg)
-    assert session.head_card_of(cfg) == {}
-    pair = session.loaded(cfg)
+        runs.run_to_end("Hello there", RunConfig(method="specdecpp", max_new_tokens=4), cfg)
+    assert pairjobs.head_card_of(cfg) == {}
+    pair = held.loaded(cfg)
     assert pair.eagle is None
-    note = pairwork.estimate(session.DEFAULT_PAIR, "fp32", cfg.target, cfg.draft, "", "")
+    note = pairwork.estimate(DEFAULT_PAIR, "fp32", cfg.target, cfg.draft, "", "")
     assert "none for this pair yet" in note and "Estimated here: about" in note  # timed on the loaded pair
     seen = []
-    card = session.train_head(cfg, lambda f, what: seen.append((f, what)), threading.Event())
+    card = pairjobs.train_head(cfg, lambda f, what: seen.append((f, what)), threading.Event())
     assert seen[-1][0] == 1.0 and any("answers" in w for _, w in seen) and any("epoch" in w for _, w in seen)
     assert (draft / "acceptance_head.safetensors").exists() and card["rows"] > 0 and card["total_s"] > 0
-    assert session.loaded(cfg) is pair  # no reload
-    trace = session.run_to_end("Hello there", RunConfig(method="specdecpp", max_new_tokens=4), cfg)
+    assert held.loaded(cfg) is pair  # no reload
+    trace = runs.run_to_end("Hello there", RunConfig(method="specdecpp", max_new_tokens=4), cfg)
     assert len(trace.output_ids) == 4 and trace.models["acceptance_head"]["heldout_auc"] == card["heldout"]["auc"]
-    note = pairwork.head_note(session.head_card_of(cfg))
+    note = pairwork.head_note(pairjobs.head_card_of(cfg))
     assert "held-out AUC" in note and "draft tokens seen" in note
 
 
@@ -55,33 +56,33 @@ def test_stop_ends_training_and_writes_nothing(own_pair):
             stop.set()  # Stop pressed once the answers began
 
     with pytest.raises(Stopped):
-        session.train_head(cfg, progress, stop)
+        pairjobs.train_head(cfg, progress, stop)
     assert not (draft / "acceptance_head.safetensors").exists()
 
 
 def test_the_shipped_drafters_heads_are_not_overwritten(monkeypatch, tiny_pair):
     shipped = tiny_pair("random")
     shipped.info["draft"] = "specviz default draft"  # as the default pair names its draft
-    monkeypatch.setattr(session, "loaded", lambda cfg: shipped)
+    monkeypatch.setattr(held, "loaded", lambda cfg: shipped)
     with pytest.raises(ValueError, match="for your own pair"):
-        session.train_head(session.model_config(session.DEFAULT_PAIR, "fp32"), lambda f, w: None, threading.Event())
+        pairjobs.train_head(policy.model_config(DEFAULT_PAIR, "fp32"), lambda f, w: None, threading.Event())
 
 
 def test_a_public_page_neither_trains_nor_measures(own_pair, monkeypatch):
     cfg, _ = own_pair
     monkeypatch.setenv("SPECVIZ_PUBLIC", "1")
     with pytest.raises(ValueError, match="never trains"):
-        session.train_head(cfg, lambda f, w: None, threading.Event())
+        pairjobs.train_head(cfg, lambda f, w: None, threading.Event())
     with pytest.raises(ValueError, match="shares its machine"):
-        session.measure_hardware(cfg, lambda f, w: None)
+        pairjobs.measure_hardware(cfg, lambda f, w: None)
     assert pairwork.head_note({}) == pairwork.PUBLIC_NOTE
 
 
 def test_measuring_the_loaded_pair_keeps_this_machines_record(own_pair, monkeypatch):
     cfg, _ = own_pair
-    monkeypatch.setattr(session, "HARDWARE_PROMPTS", 2)
-    record = session.measure_hardware(cfg, lambda f, w: None)
-    pair = session.loaded(cfg)
+    monkeypatch.setattr(pairjobs, "HARDWARE_PROMPTS", 2)
+    record = pairjobs.measure_hardware(cfg, lambda f, w: None)
+    pair = held.loaded(cfg)
     assert local_record(pair.info)["target"] == record["target"]
     assert set(record["picks"]) == {"T=0", "T=1"}
     assert pairwork.estimate_s(10.0) > 0
@@ -89,9 +90,9 @@ def test_measuring_the_loaded_pair_keeps_this_machines_record(own_pair, monkeypa
 
 def test_the_hardware_tab_draws_this_machines_measurement(own_pair, monkeypatch):
     cfg, _ = own_pair
-    monkeypatch.setattr(session, "HARDWARE_PROMPTS", 2)
+    monkeypatch.setattr(pairjobs, "HARDWARE_PROMPTS", 2)
     fig, note = pairwork.measure_hardware(
-        session.DEFAULT_PAIR, "fp32", cfg.target, cfg.draft, "", "", progress=lambda *a, **k: None
+        DEFAULT_PAIR, "fp32", cfg.target, cfg.draft, "", "", progress=lambda *a, **k: None
     )
     assert note.startswith("Measured on this machine") and "best tree budgets" in note
     assert any(t.name == "target forward" for t in fig.data)

@@ -14,7 +14,7 @@ from specviz.analysis import compare as ab
 from specviz.analysis import promptset as ps
 from specviz.analysis.runset import PromptRun, RunSet, read_runset, runs_from_lines
 from specviz.app import promptset as app_promptset
-from specviz.app import session
+from specviz.app import runs
 from specviz.core.config import RunConfig
 from specviz.core.trace import BONUS, RESAMPLE, DraftTree, GenerationTrace, RoundTrace
 from specviz.engine.record import generate
@@ -261,12 +261,12 @@ def test_a_tiny_pairs_set_runs_end_to_end(tiny_pair, tmp_path):
 def test_the_page_refuses_bad_sets_with_a_sentence(tmp_path):
     for n, needle in ((0, "1 to 20"), (21, "1 to 20"), ("6", "1 to 20"), (True, "1 to 20")):
         with pytest.raises(ValueError, match=needle):
-            session.set_prompts(n)
-    assert len(session.set_prompts(3)) == 3
+            runs.set_prompts(n)
+    assert len(runs.set_prompts(3)) == 3
     binary = tmp_path / "x.jsonl"
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ValueError, match="not UTF-8 text"):
-        session.set_prompts(2, str(binary))
+        runs.set_prompts(2, str(binary))
     with pytest.raises(ValueError, match="could not read that traces file: .* not a specviz trace"):
         app_promptset.load(str(_prompts_file(tmp_path)))
     assert app_promptset.views(None)[1] == [] and app_promptset.pick(None, 0) is None

@@ -6,9 +6,10 @@ from dataclasses import replace
 import pytest
 from conftest import make_pair
 
-from specviz.app import session
+from specviz.app import held
 from specviz.core.config import ModelConfig
 from specviz.core.device import resolve_device, resolve_dtype
+from specviz.core.pairs import DEFAULT_PAIR, PAIRS
 
 
 def _resolved(cfg: ModelConfig) -> ModelConfig:
@@ -18,8 +19,8 @@ def _resolved(cfg: ModelConfig) -> ModelConfig:
 @pytest.fixture
 def loaded(monkeypatch):
     """The default pair 'loaded' (a tiny one), and a load_pair that waits on an event, then fails or loads."""
-    default = session.PAIRS[session.DEFAULT_PAIR].model
-    monkeypatch.setattr(session, "_pairs", {_resolved(default): make_pair()})
+    default = PAIRS[DEFAULT_PAIR].model
+    monkeypatch.setattr(held, "_pairs", {_resolved(default): make_pair()})
     gate, started = threading.Event(), threading.Event()
     outcome = {}
 
@@ -30,7 +31,7 @@ def loaded(monkeypatch):
             raise FileNotFoundError("model folder not found: /nowhere")
         return make_pair(seed=1)
 
-    monkeypatch.setattr(session, "load_pair", slow_load)
+    monkeypatch.setattr(held, "load_pair", slow_load)
     return default, gate, started, outcome
 
 
@@ -39,7 +40,7 @@ def _load_in_background(cfg):
 
     def work():
         try:
-            box["pair"] = session.loaded(cfg)
+            box["pair"] = held.loaded(cfg)
         except FileNotFoundError as e:
             box["error"] = e
 
@@ -52,17 +53,17 @@ def _load_in_background(cfg):
 def test_a_slow_load_holds_up_no_run_on_the_loaded_pair(loaded, fail):
     default, gate, started, outcome = loaded
     outcome["fail"] = fail
-    default_pair = session.loaded(default)
+    default_pair = held.loaded(default)
     custom = replace(default, target="/some/folder")
     t, box = _load_in_background(custom)
     assert started.wait(30)
     # mid-load: the loaded pair is served at once, and the decode lock is free
-    assert session.loaded(default) is default_pair
-    assert session._busy.acquire(timeout=1)
-    session._busy.release()
+    assert held.loaded(default) is default_pair
+    assert held.busy.acquire(timeout=1)
+    held.busy.release()
     gate.set()
     t.join(30)
     if fail:  # a failed custom load leaves the default pair loaded
-        assert "error" in box and session.loaded(default) is default_pair
+        assert "error" in box and held.loaded(default) is default_pair
     else:  # one pair in memory: the new one replaced the old once it had loaded
-        assert session.loaded(custom) is box["pair"] and list(session._pairs) == [_resolved(custom)]
+        assert held.loaded(custom) is box["pair"] and list(held._pairs) == [_resolved(custom)]

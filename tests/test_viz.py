@@ -253,7 +253,7 @@ def test_shipped_traces_draw(tmp_path):
         assert len(token_spans(tr)) == len(tr.output_ids)
 
 
-def test_viz_imports_no_torch_transformers_or_gradio_and_session_no_gradio():
+def test_viz_imports_no_torch_transformers_or_gradio_and_the_app_state_no_gradio():
     code = (
         "import sys; import specviz.viz.style, specviz.viz.tree, specviz.viz.stop, specviz.viz.sentences, "
         "specviz.viz.run, specviz.viz.budget, specviz.analysis.metrics, specviz.methods.catalog; "
@@ -262,7 +262,8 @@ def test_viz_imports_no_torch_transformers_or_gradio_and_session_no_gradio():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
-    code = "import sys; import specviz.app.session; print('gradio' in sys.modules)"
+    modules = ", ".join(f"specviz.app.{m}" for m in ("policy", "held", "runs", "pairjobs", "files"))
+    code = f"import sys; import {modules}; print('gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 

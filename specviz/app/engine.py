@@ -16,7 +16,7 @@ import gradio as gr
 
 from specviz.analysis.engine_run import add_reference, record
 from specviz.analysis.served import acceptance_length, pair_runs, pooled_steps, tokens_per_s
-from specviz.app import session
+from specviz.app import held, policy, runs
 from specviz.core.served import EngineRun, read_run
 from specviz.core.server import ServerError, probe
 from specviz.core.trace import GenerationTrace
@@ -51,7 +51,7 @@ def tab() -> Tab:
         with gr.Column(scale=2):
             url = gr.Textbox(label="server address", placeholder="http://127.0.0.1:8000", elem_id="sv-engine-url")
             with gr.Row():
-                n = gr.Slider(1, session.MAX_SET, value=4, step=1, label="prompts")
+                n = gr.Slider(1, runs.MAX_SET, value=4, step=1, label="prompts")
                 reference = gr.Checkbox(value=True, label="replay its steps through specviz")
             prompts = gr.File(label="prompts (JSON lines; default: the Spec-Bench sample)", file_types=[".jsonl"])
             rec = gr.Button("Record the engine", variant="primary", elem_id="sv-engine-record")
@@ -171,15 +171,15 @@ def record_engine(
     and draft folders named on the left (the ones the server loaded)."""
     try:
         n = int(engine_n)
-        rows = session.set_prompts(n, engine_prompts)
+        rows = runs.set_prompts(n, engine_prompts)
         server = probe(engine_url or "")
         tick = lambda done, total, what: progress((done, total), desc=f"{what}: prompt {done} of {total}")
         run = record(server, rows, int(max_new_tokens), float(temperature), int(seed), REQUEST_TIMEOUT_S, True, tick)
         if engine_reference:
             if not (target or "").strip() or not (draft or "").strip():
                 raise ValueError("the reference needs the target and draft folders the server loaded (Model pair)")
-            cfg = replace(session.model_config(pair, dtype, target, draft), eagle="none")
-            with session.holding(cfg) as loaded:
+            cfg = replace(policy.model_config(pair, dtype, target, draft), eagle="none")
+            with held.holding(cfg) as loaded:
                 run = add_reference(run, loaded, tick)
     except (ServerError, ValueError, RuntimeError, OSError) as e:
         raise gr.Error(str(e)) from None

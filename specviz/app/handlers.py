@@ -17,7 +17,7 @@ from contextlib import closing
 import gradio as gr
 
 from specviz.analysis.metrics import acceptance_by_position, summarize, time_split
-from specviz.app import engine, exports, knobs, promptset, session
+from specviz.app import engine, exports, files, knobs, promptset, runs
 from specviz.app.inputs import ERRORS, defaults, make_configs, make_prompt
 from specviz.app.render import STREAM_EVERY_S, Pacer, done_note, render, render_live
 from specviz.core.config import RunConfig
@@ -119,7 +119,7 @@ def run(
         run_cfg, model = make_configs(settings)
         yield {page.views["status"]: f"Running **{label(method)}** … (the first round includes the prompt's prefill)"}
         trace, pace, path = None, Pacer(), exports.path(method)
-        with closing(session.stream(text, run_cfg, model)) as traces:  # Stop closes it: frees the model
+        with closing(runs.stream(text, run_cfg, model)) as traces:  # Stop closes it: frees the model
             for trace in traces:
                 if not pace.due():
                     continue
@@ -133,11 +133,9 @@ def run(
                 page.views["status"]: f"Done: {counted(trace.output_ids, 'token')} in "
                 f"{counted(trace.rounds, 'round')}. Timing autoregressive decoding of the same prompt for the speedup …"
             }
-            base = (
-                trace if method == "ar" else (yield from _ticking(page, session.baseline_stream(text, run_cfg, model)))
-            )
-        data = session.as_dict(trace, base)
-        path.write_text(session.dumps(data), encoding="utf-8")
+            base = trace if method == "ar" else (yield from _ticking(page, runs.baseline_stream(text, run_cfg, model)))
+        data = files.as_dict(trace, base)
+        path.write_text(files.dumps(data), encoding="utf-8")
         yield render(page, trace, base, done_note(trace), path, data)
     except ERRORS as e:
         raise gr.Error(str(e)) from None
@@ -175,7 +173,7 @@ def race(
             raise ValueError("pick 2 to 4 methods to race")
         configs = [make_configs({**settings, "method": m}) for m in methods]
         runs, model = [r for r, _ in configs], configs[0][1]
-        with closing(session.race(text, runs, model)) as steps:  # Stop ends it between any two rounds
+        with closing(runs.race(text, runs, model)) as steps:  # Stop ends it between any two rounds
             for finished, just in steps:
                 yield race_figure(finished) if just else gr.skip()
     except ERRORS as e:
@@ -284,7 +282,7 @@ def measure(
     }
     try:
         run_cfg, model = make_configs(settings)
-        return json.dumps(numbers(session.run_to_end(make_prompt(prompt), run_cfg, model)), ensure_ascii=False)
+        return json.dumps(numbers(runs.run_to_end(make_prompt(prompt), run_cfg, model)), ensure_ascii=False)
     except ERRORS as e:
         raise gr.Error(str(e)) from None
 
@@ -293,7 +291,7 @@ def import_trace(page, file: str):
     """Replay a trace file (a specviz trace JSON, with or without its autoregressive baseline) with no model loaded:
     every view of /run."""
     try:
-        trace, base = session.load_path(file)
+        trace, base = files.load_path(file)
     except (ValueError, OSError) as e:
         raise gr.Error(f"could not load that trace file: {e}") from None
     note = (
@@ -304,10 +302,10 @@ def import_trace(page, file: str):
 
 
 def open_recorded(page, recorded: str | None):
-    paths = session.recorded()
+    paths = files.recorded()
     if recorded not in paths:
         return render(page, None, None, "No recorded traces ship with this copy: press Run.", None)
-    trace, base = session.load_path(paths[recorded])
+    trace, base = files.load_path(paths[recorded])
     note = (
         f"Recorded trace **{recorded}**: prompt “{html.escape(trace.prompt_text[:80])}”. {knobs.SHOWN_NOTE} "
         "Press Run to decode it live."
@@ -325,7 +323,7 @@ LESSON_VIEW = {
 def open_lesson(page, lesson: str | None):
     """A lesson: its recorded trace opened on its round, its words in the status line (no model needed)."""
     try:
-        entry, trace, path = session.lesson(lesson or "")
+        entry, trace, path = files.lesson(lesson or "")
     except ValueError as e:
         raise gr.Error(str(e)) from None
     note = f"**Lesson: {entry['title']}.** {entry['text']} {LESSON_VIEW.get(entry.get('view'), '')} {knobs.SHOWN_NOTE}"
@@ -338,7 +336,7 @@ def pick_set_row(page, st_set, evt: gr.SelectData):
     if picked is None:
         return {page.views["status"]: gr.skip()}
     path = exports.path(picked.trace.method)
-    path.write_text(session.dump(picked.trace), encoding="utf-8")
+    path.write_text(files.dump(picked.trace), encoding="utf-8")
     return render(page, picked.trace, None, f"{promptset.picked_note(picked)} {knobs.SHOWN_NOTE}", path)
 
 
@@ -349,5 +347,5 @@ def pick_engine_row(page, st_engine, evt: gr.SelectData):
         return {page.views["status"]: gr.skip()}
     trace, shown, note = picked
     path = exports.path("replay")
-    path.write_text(session.dump(trace), encoding="utf-8")
+    path.write_text(files.dump(trace), encoding="utf-8")
     return render(page, trace, None, f"{note} {knobs.SHOWN_NOTE}", path, shown=shown)

@@ -7,8 +7,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from specviz.app import session
+from specviz.app import policy
 from specviz.core.config import METHODS, ModelConfig, RunConfig
+from specviz.core.pairs import DEFAULT_PAIR
 from specviz.core.prompts import check_text
 from specviz.methods.catalog import with_knobs
 
@@ -81,7 +82,7 @@ def defaults() -> dict:
         "method": run.method, "k": run.chain.k, "h": run.specdecpp.threshold, "budget": run.dyspec.budget,
         "width": run.tree.width, "depth": run.tree.depth, "start_k": run.heuristic.start_k, "copy": run.copy,
         "temperature": run.sampling.temperature, "top_p": run.sampling.top_p, "max_new_tokens": run.max_new_tokens,
-        "seed": run.sampling.seed, "pair": session.DEFAULT_PAIR, "dtype": ModelConfig().dtype, "target": "",
+        "seed": run.sampling.seed, "pair": DEFAULT_PAIR, "dtype": ModelConfig().dtype, "target": "",
         "draft": "", "device_map": "", "max_memory": "", "drafter": run.drafter,
     }  # fmt: skip
 
@@ -96,5 +97,5 @@ def make_configs(settings: Mapping[str, object]) -> tuple[RunConfig, ModelConfig
         s["method"], s["k"], s["h"], s["budget"], s["width"], s["depth"], s["start_k"], s["copy"],
         s["temperature"], s["top_p"], s["max_new_tokens"], s["seed"], s["drafter"],
     )  # fmt: skip
-    model = session.model_config(s["pair"], s["dtype"], s["target"], s["draft"], s["device_map"], s["max_memory"])
+    model = policy.model_config(s["pair"], s["dtype"], s["target"], s["draft"], s["device_map"], s["max_memory"])
     return run, model

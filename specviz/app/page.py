@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from specviz.app import engine, knobs, pairwork, promptset, session
+from specviz.app import engine, files, knobs, pairwork, policy, promptset
 from specviz.app.theme import HEADER
 from specviz.core.config import DRAFTERS, DTYPES, ModelConfig, RunConfig
 from specviz.core.curves import load_curves
 from specviz.core.device import resolve_device, resolve_dtype
+from specviz.core.pairs import DEFAULT_PAIR
 from specviz.methods.catalog import METHODS, label
 from specviz.viz.budget import budget_figure, budget_note
 from specviz.viz.inspect import HINT
@@ -58,7 +59,7 @@ class Page:
 def layout(demo: gr.Blocks) -> Page:
     """Lay the page out inside `demo` (a gr.Blocks context)."""
     c, v, b = {}, {}, {}
-    examples = session.example_prompts()
+    examples = files.example_prompts()
     for name, init in (("st_trace", None), ("st_base", None), ("st_open", []), ("st_set", None), ("st_engine", None)):
         v[name] = gr.State(init, time_to_live=STATE_TTL_S)  # per visitor; freed an hour after its last use
     gr.HTML(HEADER)
@@ -86,12 +87,12 @@ def _controls(c: dict, b: dict, v: dict, examples: list[str]) -> None:
         c["seed"] = gr.Number(value=s.seed, precision=0, label="seed", minimum=0)
     with gr.Accordion("Model pair", open=False):
         c["pair"] = gr.Dropdown(
-            session.offered_pairs(),
-            value=session.DEFAULT_PAIR,
+            policy.offered_pairs(),
+            value=DEFAULT_PAIR,
             label="pair (those that can load here; each says what it needs)",
         )
         c["dtype"] = gr.Radio(list(DTYPES), value=MODEL.dtype, label="dtype")
-        local = not session.public()
+        local = not policy.public()
         c["target"] = gr.Textbox(value="", label="target (local folder or hub id; overrides the pair)", visible=local)
         c["draft"] = gr.Textbox(value="", label="draft (local folder or hub id)", visible=local)
         with gr.Row(visible=local):
@@ -109,13 +110,13 @@ def _controls(c: dict, b: dict, v: dict, examples: list[str]) -> None:
             label="drafter: EAGLE (reads the target's features), the standalone draft "
             "model, or auto (EAGLE where the pair has one)",
         )
-    taught = session.lessons()
-    with gr.Accordion("Lessons (no model needed)", open=session.public(), visible=bool(taught)):
+    taught = files.lessons()
+    with gr.Accordion("Lessons (no model needed)", open=policy.public(), visible=bool(taught)):
         c["lesson"] = gr.Radio(
             [e["title"] for e in taught], value=None, label="a recorded round to teach from", elem_id="sv-lessons"
         )
     with gr.Accordion("Trace files", open=False):
-        recorded = session.recorded()
+        recorded = files.recorded()
         c["recorded"] = gr.Dropdown(
             list(recorded), value=next(iter(recorded), None), label="recorded traces (no model needed)"
         )
@@ -178,14 +179,14 @@ def _views(c: dict, b: dict, v: dict) -> tuple[promptset.Tab, engine.Tab]:
             v["race_plot"] = gr.Plot(race_figure([]), label="race", show_label=False, elem_id="sv-race")
         with gr.Tab("Prompt set", elem_id="sv-set-tab"):
             set_tab = promptset.tab()
-            with gr.Accordion("Engine: a served vLLM beside specviz", open=False, visible=not session.public()):
+            with gr.Accordion("Engine: a served vLLM beside specviz", open=False, visible=not policy.public()):
                 engine_tab = engine.tab()
         with gr.Tab("Hardware"):
             here = resolve_dtype(MODEL.dtype, resolve_device(MODEL.device))
             shipped = load_curves()
             v["hw_note"] = gr.Markdown(budget_note(shipped.get(here), here=False), elem_id="sv-hw-note")
             b["hw_measure"] = gr.Button(
-                "Measure the loaded pair on this machine", size="sm", visible=not session.public(), elem_id="sv-measure"
+                "Measure the loaded pair on this machine", size="sm", visible=not policy.public(), elem_id="sv-measure"
             )
             v["hw_plot"] = gr.Plot(budget_figure(shipped, here), show_label=False, elem_id="sv-budget")
     c["n"], c["prompts_file"] = set_tab.n, set_tab.prompts

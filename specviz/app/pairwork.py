@@ -8,7 +8,7 @@ import threading
 
 import gradio as gr
 
-from specviz.app import session
+from specviz.app import pairjobs, policy
 from specviz.app.inputs import ERRORS
 from specviz.train.config import QUICK
 from specviz.train.head import Stopped
@@ -20,7 +20,7 @@ PUBLIC_NOTE = "A public page never trains a head or measures its machine: run sp
 
 def head_note(card: dict | None) -> str:
     """The Model pair panel's line on SpecDec++'s head: its card, or that there is none and what training costs."""
-    if session.public():
+    if policy.public():
         return PUBLIC_NOTE
     if card is None:
         return (
@@ -43,7 +43,7 @@ TRAINING_S = 10  # the quick preset's epochs after its answers
 
 def estimate_s(pair_ms: float) -> float:
     """Seconds the quick preset takes on a pair whose one-token target step plus draft step take `pair_ms` here
-    (`session.step_ms`): the answers run in batches of QUICK.gen_batch rows, each batched step costing
+    (`pairjobs.step_ms`): the answers run in batches of QUICK.gen_batch rows, each batched step costing
     BATCH_STEP_COST one-row steps, then TRAINING_S of training. The progress bar's own estimate takes over once the
     answers start."""
     steps = QUICK.prompts * QUICK.new_tokens / QUICK.gen_batch
@@ -56,9 +56,9 @@ def train_head(
     """Train a SpecDec++ acceptance head for the pair (the quick preset) and write it where SpecDec++ finds it; the
     head's card."""
     try:
-        cfg = session.model_config(pair, dtype, target, draft, device_map, max_memory)
+        cfg = policy.model_config(pair, dtype, target, draft, device_map, max_memory)
         progress(0.0, desc="loading the pair")
-        card = session.train_head(cfg, lambda f, what: progress(f, desc=what), _stop)
+        card = pairjobs.train_head(cfg, lambda f, what: progress(f, desc=what), _stop)
     except (*ERRORS, Stopped) as e:  # a stop, a bad setting, a missing model: a sentence on the page
         raise gr.Error(str(e)) from None
     return head_note(card)
@@ -73,12 +73,12 @@ def stop_training() -> str:
 def estimate(pair: str, dtype: str, target: str, draft: str, device_map: str, max_memory: str) -> str:
     """The head line for the pair as loaded: its card, or the quick preset's estimated time here."""
     try:
-        cfg = session.model_config(pair, dtype, target, draft, device_map, max_memory)
+        cfg = policy.model_config(pair, dtype, target, draft, device_map, max_memory)
     except ValueError:  # the run itself said what is wrong with the settings
         return head_note(None)
-    card = session.head_card_of(cfg)
+    card = pairjobs.head_card_of(cfg)
     note = head_note(card)
-    ms = session.step_ms(cfg) if card == {} else 0.0  # timed only where a head is wanted
+    ms = pairjobs.step_ms(cfg) if card == {} else 0.0  # timed only where a head is wanted
     if ms:
         note += f" Estimated here: about {estimate_s(ms) / 60:.0f} min (from this pair's own forwards)."
     return note
@@ -90,9 +90,9 @@ def measure_hardware(
     """Measure the loaded pair's verify and draft curves and its acceptance by position on this machine, and pick
     the tree budget they make best; (the figure, a sentence)."""
     try:
-        cfg = session.model_config(pair, dtype, target, draft, device_map, max_memory)
+        cfg = policy.model_config(pair, dtype, target, draft, device_map, max_memory)
         progress(0.0, desc="loading the pair")
-        record = session.measure_hardware(cfg, lambda f, what: progress(f, desc=what))
+        record = pairjobs.measure_hardware(cfg, lambda f, what: progress(f, desc=what))
     except ERRORS as e:
         raise gr.Error(str(e)) from None
     return budget_figure({record["dtype"]: record}, record["dtype"]), budget_note(record, here=True)

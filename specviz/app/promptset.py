@@ -1,7 +1,7 @@
 """The Prompt set tab: one method over up to 20 prompts, or a traces file, seen as a set.
 
 The numbers are `analysis.promptset`'s, the figures and the disagreement table `viz.promptset`'s, the same as
-`specviz report` writes; this module lays the tab out, runs a set through `app.session`, and turns a RunSet into
+`specviz report` writes; this module lays the tab out, runs a set through `app.runs`, and turns a RunSet into
 what the tab's components take. `app.ui` wires it to the rest of the page.
 """
 
@@ -17,7 +17,7 @@ import gradio as gr
 
 from specviz.analysis.promptset import pooled, prompt_rows
 from specviz.analysis.runset import PromptRun, RunSet, read_runset
-from specviz.app import session
+from specviz.app import runs
 from specviz.core.config import ModelConfig, RunConfig
 from specviz.methods.catalog import label
 from specviz.viz.promptset import (
@@ -54,7 +54,7 @@ def tab() -> Tab:
             label="traces file (JSON lines from specviz generate --prompts)", file_types=[".jsonl", ".json"], scale=2
         )
         with gr.Column(scale=2):
-            n = gr.Slider(1, session.MAX_SET, value=6, step=1, label="or run the method on the left over N prompts")
+            n = gr.Slider(1, runs.MAX_SET, value=6, step=1, label="or run the method on the left over N prompts")
             prompts = gr.File(
                 label="prompts (JSON lines with 'turns'; default: the Spec-Bench sample)",
                 file_types=[".jsonl"],
@@ -82,10 +82,10 @@ def run(n, prompts_file, run: RunConfig, model: ModelConfig, progress) -> Iterat
     """Run the set: a progress note now and then while it decodes (and `progress` moved after every round, where
     Stop can end it), then the RunSet."""
     n = int(n) if isinstance(n, float) and n.is_integer() else n  # a slider's 6.0
-    rows = session.set_prompts(n, prompts_file)
+    rows = runs.set_prompts(n, prompts_file)
     done: list[PromptRun] = []
     shown = 0.0
-    with closing(session.run_set(rows, run, model)) as steps:
+    with closing(runs.run_set(rows, run, model)) as steps:
         for finished, i in steps:
             done, now = finished, min(i + 1, len(rows))
             progress((i, len(rows)), desc=f"{label(run.method)}: prompt {now} of {len(rows)}")

@@ -8,7 +8,7 @@ import time
 import gradio as gr
 
 from specviz.analysis.metrics import speedup, summarize
-from specviz.app import inspector, session
+from specviz.app import files, inspector
 from specviz.app.page import ROUND_VIEWS
 from specviz.methods.catalog import label
 from specviz.viz.run import calibration_figure, histogram_figure, position_figure, speedup_figure
@@ -72,7 +72,7 @@ def render(page, trace, base, note, file, data: dict | None = None, shown: int |
         "hist_plot": histogram_figure(trace),
         "calib_plot": calibration_figure(trace),
         "download": gr.DownloadButton(value=str(file)),
-        "trace_json": data if data is not None else session.as_dict(trace, base),
+        "trace_json": data if data is not None else files.as_dict(trace, base),
     }
     return _named(page, views)
 

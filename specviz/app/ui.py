@@ -1,7 +1,7 @@
 """The specviz dashboard: the wiring diagram. `app.page` lays the components out, `app.handlers` holds what each
-event does, `app.inspector` the round view's handlers; this module connects them. Runs come from
-`specviz.app.session`, figures from `specviz.viz`. Per-visitor data (the trace on screen and its autoregressive
-baseline) lives in gr.State; the model pair is shared and used by one run at a time.
+event does, `app.inspector` the round view's handlers; this module connects them. Runs come from `specviz.app.runs`
+(the pair they share: `app.held`), figures from `specviz.viz`. Per-visitor data (the trace on screen and its
+autoregressive baseline) lives in gr.State; the model pair is shared and used by one run at a time.
 
     python app.py     # http://127.0.0.1:7860; GRADIO_SERVER_NAME / GRADIO_SERVER_PORT change it
 """
@@ -13,13 +13,13 @@ import threading
 
 import gradio as gr
 
-from specviz.app import engine, exports, handlers, inspector, knobs, pairwork, promptset, session
+from specviz.app import engine, exports, files, handlers, held, inspector, knobs, pairwork, policy, promptset
 from specviz.app.handlers import bind
 from specviz.app.page import ROUND_VIEWS, Page, layout
 from specviz.app.theme import CLICK_JS, CSS
 from specviz.core.assets import TRACES
 
-MODEL_EVENT = dict(concurrency_id="model", concurrency_limit=session.MODEL_SLOTS)
+MODEL_EVENT = dict(concurrency_id="model", concurrency_limit=held.MODEL_SLOTS)
 NAV = dict(api_visibility="private")
 
 
@@ -62,8 +62,8 @@ def wire(page: Page) -> None:
     lesson = bind(handlers.open_lesson, page)
     lesson_out = [*page.outputs(), v["vr_acc"]]
     opens(c["lesson"].input(lesson, c["lesson"], lesson_out, **NAV))
-    taught = session.lessons()
-    if session.public() and taught:  # a Space opens on the first lesson
+    taught = files.lessons()
+    if policy.public() and taught:  # a Space opens on the first lesson
         opens(page.demo.load(lambda: lesson(taught[0]["title"]), None, lesson_out, **NAV))
         page.demo.load(lambda: taught[0]["title"], None, c["lesson"], **NAV)
     else:
@@ -123,12 +123,12 @@ def launch_options() -> dict:
 
 
 def main() -> None:
-    threading.Thread(target=session.warm_up, daemon=True).start()
+    threading.Thread(target=held.warm_up, daemon=True).start()
     demo = build_ui().queue(default_concurrency_limit=4, max_size=64)
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        mcp_server=session.mcp(),
+        mcp_server=policy.mcp(),
         **launch_options(),
     )
 

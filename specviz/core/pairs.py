@@ -1,6 +1,6 @@
 """The model pairs the dashboard offers: the offline default, and hub pairs of one family for a GPU Space.
 
-Each pair says what it needs; `app.session` shows a pair only where those needs are met (the hub reachable, a
+Each pair says what it needs; `app.policy` offers a pair only where those needs are met (the hub reachable, a
 token for gated models, a GPU with the memory). Every hub pair's draft and target share one tokenizer (one
 family, the same vocabulary), which `models.loading.check_tokenizers` checks again when it loads.
 """

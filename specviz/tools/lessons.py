@@ -10,11 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz.analysis.lessons import KINDS, find
-from specviz.app.session import DEFAULT_PAIR, dump, model_config, run_to_end
+from specviz.app.files import dump
+from specviz.app.policy import model_config
+from specviz.app.runs import run_to_end
 from specviz.core.assets import LESSONS as LESSON_DIR
 from specviz.core.assets import SPEC_BENCH
 from specviz.core.config import ModelConfig, RunConfig, SamplingConfig
 from specviz.core.output import replacing
+from specviz.core.pairs import DEFAULT_PAIR
 from specviz.core.prompts import read_prompts
 from specviz.methods.catalog import with_knobs
 from specviz.viz.verification import BARS

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 from gradio_client import Client, handle_file
 
-from specviz.app import exports, session
+from specviz.app import exports, files
 from specviz.core.args import output_file, positive
 from specviz.core.config import RunConfig
 from specviz.core.output import replacing
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     gradio_cache = Path(os.environ.get("GRADIO_TEMP_DIR", Path(tempfile.gettempdir()) / "gradio"))
     cache_before, export_before = folder_mb(gradio_cache), folder_mb(exports.FOLDER)
     url = screenshot.serve()
-    trace_file = next(iter(session.recorded().values()))
+    trace_file = next(iter(files.recorded().values()))
     result = {
         "concurrent": concurrent(url, a.clients, a.requests),
         "cancel": [cancel(url, compare=False), cancel(url, compare=True)],

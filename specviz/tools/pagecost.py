@@ -22,11 +22,12 @@ import httpx
 from gradio_client import Client
 
 from specviz.analysis.metrics import speedup, time_split
-from specviz.app import session
+from specviz.app import held, policy
 from specviz.core.args import output_file, positive
 from specviz.core.assets import REPO
 from specviz.core.config import RunConfig, SamplingConfig
 from specviz.core.output import replacing
+from specviz.core.pairs import DEFAULT_PAIR
 from specviz.core.prompts import encode_prompt
 from specviz.core.trace import GenerationTrace
 from specviz.engine.record import generate
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
     proc, url = serve_app()
     try:
         client = Client(url, verbose=False)
-        pair = session.loaded(session.model_config(session.DEFAULT_PAIR, a.dtype))
+        pair = held.loaded(policy.model_config(DEFAULT_PAIR, a.dtype))
         settings = {n: measure(client, pair, n, a.repeats, a.dtype) for n in a.settings}
     finally:
         proc.terminate()

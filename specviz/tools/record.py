@@ -8,16 +8,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specviz.app.session import (
-    DEFAULT_PAIR,
-    baseline,
-    dump,
-    example_prompts,
-    model_config,
-    run_to_end,
-)
+from specviz.app.files import dump, example_prompts
+from specviz.app.policy import model_config
+from specviz.app.runs import baseline, run_to_end
 from specviz.core.args import positive
 from specviz.core.config import DRAFTERS, ModelConfig, RunConfig
+from specviz.core.pairs import DEFAULT_PAIR
 from specviz.core.trace import GenerationTrace
 
 

@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from specviz.analysis import verification
-from specviz.app import session, ui
+from specviz.app import files, held, policy, ui
 from specviz.core.args import output_file, positive
 from specviz.core.assets import REPORT_SHOT, SCREENSHOT, TREE_SHOTS
+from specviz.core.pairs import DEFAULT_PAIR
 from specviz.methods.catalog import label
 
 CHROMIUM = "/usr/bin/chromium"
@@ -44,7 +45,7 @@ def free_port() -> int:
 
 def serve(dtype: str = DTYPE) -> str:
     """Load the default pair, launch the dashboard on a free localhost port without blocking; its URL."""
-    session.warm_up(session.model_config(session.DEFAULT_PAIR, dtype))
+    held.warm_up(policy.model_config(DEFAULT_PAIR, dtype))
     demo = ui.build_ui().queue(default_concurrency_limit=4, max_size=64)
     port = free_port()
     demo.launch(
@@ -52,7 +53,7 @@ def serve(dtype: str = DTYPE) -> str:
         server_port=port,
         prevent_thread_lock=True,
         quiet=True,
-        mcp_server=session.mcp(),
+        mcp_server=policy.mcp(),
         **ui.launch_options(),
     )
     return f"http://127.0.0.1:{port}/"
@@ -200,8 +201,8 @@ def tree_shots(page, out: Path) -> list[Path]:
 def verification_shot(page, url: str, out: Path) -> Path:
     """The sampled tree lesson's verification replay at its first sibling judged against a residual (the tree with
     that node ringed, the step's words and the residual's bars), as one picture in `out`."""
-    entry = next(e for e in session.lessons() if e["id"] == "second-sibling")
-    _, trace, _ = session.lesson(entry["title"])
+    entry = next(e for e in files.lessons() if e["id"] == "second-sibling")
+    _, trace, _ = files.lesson(entry["title"])
     walk = verification.steps(trace, entry["round"])
     k = next((i for i, st in enumerate(walk, 1) if st.after is not None and st.accepted), len(walk))
     page.goto(url, wait_until="domcontentloaded")
