@@ -17,6 +17,7 @@ from specviz.analysis.served import (
     compare_steps,
     histogram,
     pair_runs,
+    sampled_check,
     wilson,
 )
 from specviz.core.config import ChainConfig, RunConfig, SamplingConfig
@@ -25,7 +26,14 @@ from specviz.core.server import ServerError, check_url, probe
 from specviz.core.trace import DraftTree, GenerationTrace, RoundTrace
 from specviz.engine import generate
 from specviz.engine.replay import replay
-from specviz.viz.served import ab_figure, histogram_figure, lengths_figure, positions_figure, reasons_html
+from specviz.viz.served import (
+    ab_figure,
+    histogram_figure,
+    lengths_figure,
+    positions_figure,
+    reasons_html,
+    sampled_note,
+)
 
 PROMPT = [3, 4, 5, 6]
 CHAIN = RunConfig(method="chain", chain=ChainConfig(k=3), drafter="model", max_new_tokens=24)
@@ -230,3 +238,23 @@ def test_the_engine_command_checks_its_arguments_before_asking_a_server(tmp_path
         assert main(base + args) == 2
         assert why in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_sampled_run_is_checked_rate_by_rate_against_the_algorithm():
+    """At T > 0 the engine's acceptance per draft position is set against specviz's at the same steps (Fisher's
+    test): an engine that accepts nothing where the algorithm accepts a third is named; agreeing rates are not."""
+
+    def run(engine, ours):
+        d = _run(engine, [3] * len(engine))
+        prompt = d["prompts"][0]
+        prompt["reference"] = {"output_ids": [], "per_step_accepted": ours}
+        d["reference_settings"] = {}
+        r = EngineRun.model_validate(d)
+        checks = [c.__dict__ for c in sampled_check(r)]
+        return r.model_copy(update={"reference_settings": {"sampled_check": checks}}), checks
+
+    silent, checks = run([0] * 90, [1, 0, 0] * 30)
+    assert checks[0]["engine"] == (0, 90) and checks[0]["specviz"] == (30, 90) and checks[0]["p_value"] < 1e-9
+    assert "accepts less than the algorithm at draft position 1" in sampled_note(silent)
+    alike, _ = run([1, 0, 0] * 30, [0, 1, 0] * 30)
+    assert sampled_note(alike).startswith("Sampled: the engine accepts as the algorithm does")

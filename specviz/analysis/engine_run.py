@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from datetime import datetime, timezone
 
 from specviz.analysis.compare import first_difference
-from specviz.analysis.served import compare_steps, reason_counts
+from specviz.analysis.served import compare_steps, reason_counts, sampled_check
 from specviz.core.config import ChainConfig, RunConfig, SamplingConfig
 from specviz.core.device import machine_name
 from specviz.core.prompts import encode_prompt
@@ -155,4 +156,7 @@ def add_reference(run: EngineRun, pair: Pair, progress: Progress | None = None) 
         "reasons": {r: REASONS[r] for r in REASONS},
     }
     out = run.model_copy(update={"prompts": prompts, "reference_settings": settings})
-    return validate_run(out.model_dump() | {"reference_settings": settings | {"counts": reason_counts(out)}})
+    settings["counts"] = reason_counts(out)
+    if cfg.sampling.temperature > 0:  # sampled: the rates over the set, per draft position
+        settings["sampled_check"] = [asdict(c) for c in sampled_check(out)]
+    return validate_run(out.model_dump() | {"reference_settings": settings})

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import fisher_exact
 
 from specviz.analysis.compare import Interval, paired_bootstrap
 from specviz.core.served import EngineRun, PromptRecord, StepDifference, step_starts, step_tokens
@@ -169,6 +170,41 @@ def reason_counts(run: EngineRun) -> dict[str, int]:
     """How many differing steps each reason explains over the run (reasons in `core.served.REASONS` order)."""
     c = Counter(d.reason for p in run.prompts if p.reference for d in p.reference.differences)
     return {k: v for k, v in c.items() if k is not None}
+
+
+# a sampled run's acceptance at a draft position differs from the algorithm's when Fisher's exact test gives less
+SAMPLED_ALPHA = 1e-3
+
+
+@dataclass(frozen=True)
+class RateCheck:
+    """At one draft position of a sampled run: the engine's steps accepting it against specviz's at the same steps
+    (each the algorithm's Bernoulli draw at the same prefix when the engine is exact), and Fisher's two-sided p."""
+
+    position: int
+    engine: tuple[int, int]  # (accepted d or more, drafted d or more)
+    specviz: tuple[int, int]
+    p_value: float
+
+    @property
+    def differs(self) -> bool:
+        return self.p_value < SAMPLED_ALPHA
+
+
+def sampled_check(run: EngineRun) -> list[RateCheck]:
+    """Per draft position, whether the engine accepts as often as specviz's algorithm at the same steps: at T > 0 a
+    step's count is random, but over a set the two rates must agree."""
+    ours = {r.position: r for r in by_position(*pooled_steps(run, reference=True))}
+    out = []
+    for e in by_position(*pooled_steps(run)):
+        o = ours.get(e.position)
+        if o is None or not e.reached or not o.reached:
+            continue
+        table = [[e.accepted, e.reached - e.accepted], [o.accepted, o.reached - o.accepted]]
+        out.append(
+            RateCheck(e.position, (e.accepted, e.reached), (o.accepted, o.reached), float(fisher_exact(table)[1]))
+        )
+    return out
 
 
 def tokens_per_s(p: PromptRecord) -> float:

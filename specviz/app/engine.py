@@ -20,7 +20,13 @@ from specviz.app import held, policy, runs
 from specviz.core.served import EngineRun, read_run
 from specviz.core.server import ServerError, probe
 from specviz.core.trace import GenerationTrace
-from specviz.viz.served import ab_figure, histogram_figure, lengths_figure, positions_figure, reasons_html
+from specviz.viz.served import (
+    ab_figure,
+    histogram_figure,
+    lengths_figure,
+    positions_figure,
+    reasons_html,
+)
 from specviz.viz.style import placeholder
 
 COLUMNS = ["prompt", "category", "engine", "specviz, same steps", "steps", "parts at step", "reason", "tokens/s"]

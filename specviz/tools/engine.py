@@ -28,6 +28,7 @@ from specviz.core.output import replacing
 from specviz.core.prompts import read_prompts, stratified
 from specviz.core.server import ServerError, check_url, probe
 from specviz.models.loading import load_pair
+from specviz.viz.served import sampled_note
 
 
 def parser() -> argparse.ArgumentParser:
@@ -117,5 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  specviz at the engine's steps: {acceptance_length(ours):.3f}; {parted} of {len(run.prompts)} prompts "
             f"part somewhere; reasons: {reason_counts(run) or 'none'}"
         )
+        if note := sampled_note(run):
+            say(f"  {note}")
     say(f"  wrote {a.out}")
     return 0

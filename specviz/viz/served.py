@@ -8,7 +8,15 @@ import html
 
 import plotly.graph_objects as go
 
-from specviz.analysis.served import RunPair, acceptance_length, by_position, histogram, pooled_steps, tokens_per_s
+from specviz.analysis.served import (
+    SAMPLED_ALPHA,
+    RunPair,
+    acceptance_length,
+    by_position,
+    histogram,
+    pooled_steps,
+    tokens_per_s,
+)
 from specviz.core.served import REASONS, EngineRun
 from specviz.viz.run import GRID
 from specviz.viz.style import PALETTE, base_layout
@@ -156,3 +164,25 @@ def reasons_html(run: EngineRun) -> str:
         if counts.get(r)
     )
     return f"<table><tr><th>steps</th><th>reason</th><th>what it means</th></tr>{rows}</table>"
+
+
+def sampled_note(run: EngineRun) -> str:
+    """At T > 0: whether the engine's acceptance by draft position agrees with the algorithm's at the same steps,
+    in one sentence ("" where the run holds no such check)."""
+    checks = (run.reference_settings or {}).get("sampled_check") or []
+    if not checks:
+        return ""
+    rates = "; ".join(
+        f"position {c['position']}: engine {c['engine'][0]} of {c['engine'][1]}, specviz {c['specviz'][0]} of "
+        f"{c['specviz'][1]} (p = {c['p_value']:.2g})"
+        for c in checks
+    )
+    off = [c for c in checks if c["p_value"] < SAMPLED_ALPHA]
+    if not off:
+        return f"Sampled: the engine accepts as the algorithm does at every draft position ({rates})."
+    where = ", ".join(str(c["position"]) for c in off)
+    less = all(c["engine"][0] / max(c["engine"][1], 1) < c["specviz"][0] / max(c["specviz"][1], 1) for c in off)
+    return (
+        f"Sampled: the engine accepts {'less' if less else 'otherwise'} than the algorithm at draft position "
+        f"{where} (Fisher's test, p < {SAMPLED_ALPHA:g}): its sampled verification is not the algorithm's ({rates})."
+    )
