@@ -144,12 +144,18 @@ def ab_figure(pair: RunPair) -> go.Figure:
             "tokens/s<extra></extra>",
         )
     )
-    fig.update_xaxes(title=f"acceptance length, A = {_esc(pair.a)}", gridcolor=GRID)
-    fig.update_yaxes(title=f"acceptance length, B = {_esc(pair.b)}", gridcolor=GRID)
+    fig.update_xaxes(title="A: acceptance length", gridcolor=GRID)
+    fig.update_yaxes(title="B: acceptance length", gridcolor=GRID)
     t, s = pair.acceptance_length, pair.tokens_per_s
-    sub = (
-        f"mean Δ acceptance length {t.mean:+.2f} (95 % CI {t.lo:+.2f} to {t.hi:+.2f}); " if t else ""
-    ) + f"Δ tokens/s {s.mean:+.1f} ({s.lo:+.1f} to {s.hi:+.1f}), paired bootstrap over {s.n} prompts"
+    lines = [f"B − A, 95 % CI, {s.n} prompts paired:"]
+    if t:
+        lines.append(f"length {t.mean:+.3f} ({t.lo:+.3f}, {t.hi:+.3f})")
+    lines.append(f"tokens/s {s.mean:+.1f} ({s.lo:+.1f}, {s.hi:+.1f})")
+    fig.add_annotation(
+        text="<br>".join(lines), x=0.02, y=0.98, xref="paper", yref="paper", showarrow=False, align="left",
+        xanchor="left", yanchor="top", font=dict(size=12, color="#334155"), bgcolor="rgba(255,255,255,0.8)",
+    )  # fmt: skip  (top left: the points lie along the diagonal)
+    sub = f"A: {_esc(pair.a)} · B: {_esc(pair.b)}"
     return base_layout(fig, 420, "A/B: acceptance length per prompt", sub, legend_space=40)
 
 
