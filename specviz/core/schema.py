@@ -10,6 +10,7 @@ probabilities in [0, 1], and bounded sizes.
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields, is_dataclass
 from typing import Annotated, Literal
 
@@ -195,17 +196,31 @@ def _check_config(config: dict) -> None:
         raise ValueError(f"config.sampling: {e}") from None
 
 
+def load_json(text: str | bytes, max_bytes: int, what: str) -> object:
+    """`text` parsed as JSON, or a ValueError saying it is too large or not JSON (`what`: "trace file", ...)."""
+    if len(text) > max_bytes:
+        raise ValueError(f"{what} is larger than {max_bytes // 1_000_000} MB")
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise ValueError(f"{what} is not valid JSON: {e}") from None
+
+
+def checked(model: type[BaseModel], d: object, what: str):
+    """`d` as a `model`, or a ValueError naming the first field that is wrong and why (`what`: "specviz trace")."""
+    try:
+        return model.model_validate(d)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        where = ".".join(str(x) for x in err["loc"]) or f"the {what}"
+        raise ValueError(f"not a valid {what}: {where}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
 def validate(d: object) -> TraceFile:
     """`d` (parsed JSON) as a TraceFile, or a ValueError naming the first field that is wrong and why."""
     if not isinstance(d, dict):
         raise ValueError("a trace must be a JSON object")
-    try:
-        return TraceFile.model_validate(d)
-    except ValidationError as e:
-        err = e.errors(include_url=False)[0]
-        where = ".".join(str(x) for x in err["loc"]) or "the trace"
-        msg = err["msg"].removeprefix("Value error, ")
-        raise ValueError(f"not a valid specviz trace: {where}: {msg}") from None
+    return checked(TraceFile, d, "specviz trace")
 
 
 def json_schema() -> dict:

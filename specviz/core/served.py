@@ -12,12 +12,11 @@ output position `start[s]` = 1 + sum over earlier steps of (accepted + 1), draft
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specviz.core.schema import MAX_IDS, TokenId
+from specviz.core.schema import MAX_IDS, TokenId, checked, load_json
 
 RUN_FORMAT = "specviz-engine-run/1"
 MAX_RUN_BYTES = 200_000_000
@@ -133,23 +132,12 @@ def validate_run(d: object) -> EngineRun:
         raise ValueError("an engine run must be a JSON object")
     if d.get("format") != RUN_FORMAT:
         raise ValueError(f"not a specviz engine run (format {str(d.get('format'))[:40]!r}, expected {RUN_FORMAT!r})")
-    try:
-        return EngineRun.model_validate(d)
-    except ValidationError as e:
-        err = e.errors(include_url=False)[0]
-        where = ".".join(str(x) for x in err["loc"]) or "the run"
-        raise ValueError(f"not a valid engine run: {where}: {err['msg'].removeprefix('Value error, ')}") from None
+    return checked(EngineRun, d, "engine run")
 
 
 def read_run(text: str | bytes) -> EngineRun:
     """An engine run from its JSON text: size, JSON and schema checked, each with a sentence."""
-    if len(text) > MAX_RUN_BYTES:
-        raise ValueError(f"engine run file is larger than {MAX_RUN_BYTES // 1_000_000} MB")
-    try:
-        d = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise ValueError(f"engine run file is not valid JSON: {e}") from None
-    return validate_run(d)
+    return validate_run(load_json(text, MAX_RUN_BYTES, "engine run file"))
 
 
 def json_schema() -> dict:

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 
-from specviz.core.schema import validate
+from specviz.core.schema import load_json, validate
 
 _LEAVES = (int, float, str, bool, type(None))
 
@@ -175,13 +175,7 @@ class GenerationTrace:
 
     @classmethod
     def from_json(cls, s: str | bytes) -> GenerationTrace:
-        if len(s) > MAX_TRACE_BYTES:
-            raise ValueError(f"trace file is larger than {MAX_TRACE_BYTES // 1_000_000} MB")
-        try:
-            d = json.loads(s)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-            raise ValueError(f"trace file is not valid JSON: {e}") from None
-        return _trace_from_dict(d)
+        return _trace_from_dict(load_json(s, MAX_TRACE_BYTES, "trace file"))
 
 
 def _tuple(xs):

@@ -29,7 +29,15 @@ from specviz.analysis.promptset import (
 )
 from specviz.analysis.runset import RunSet
 from specviz.viz.run import GRID, PHASES
-from specviz.viz.style import PALETTE, PHASE_COLORS, base_layout, bin_markers, placeholder, show_token
+from specviz.viz.style import (
+    PALETTE,
+    PHASE_COLORS,
+    against_diagonal,
+    base_layout,
+    bin_markers,
+    placeholder,
+    show_token,
+)
 
 HEIGHT = 380
 CATEGORY_COLORS = ("#2563eb", "#16a34a", "#f59e0b", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#dc2626")
@@ -238,22 +246,13 @@ def set_figures(rs: RunSet) -> dict[str, go.Figure]:
 def ab_figure(cmp: Comparison) -> go.Figure:
     """Per prompt, B's τ against A's: above the diagonal B is ahead."""
     title = f"τ per prompt: {cmp.b} against {cmp.a}"
-    xs = [p.tau[0] for p in cmp.pairs]
-    ys = [p.tau[1] for p in cmp.pairs]
-    hi = max(xs + ys + [1.0]) * 1.05
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[1, hi], y=[1, hi], mode="lines", line=dict(color="#94a3b8", dash="dash"), name="equal"))
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers",
-            name="prompt",
-            marker=dict(color=ACCEPT_COLOR, size=9),
-            customdata=[[p.qid, p.category, *p.tokens_per_s] for p in cmp.pairs],
-            hovertemplate="prompt %{customdata[0]} (%{customdata[1]}): τ %{x:.2f} → %{y:.2f}, "
-            "%{customdata[2]:.1f} → %{customdata[3]:.1f} tokens/s<extra></extra>",
-        )
+    fig = against_diagonal(
+        [p.tau[0] for p in cmp.pairs],
+        [p.tau[1] for p in cmp.pairs],
+        ACCEPT_COLOR,
+        [[p.qid, p.category, *p.tokens_per_s] for p in cmp.pairs],
+        "prompt %{customdata[0]} (%{customdata[1]}): τ %{x:.2f} → %{y:.2f}, "
+        "%{customdata[2]:.1f} → %{customdata[3]:.1f} tokens/s<extra></extra>",
     )
     fig.update_xaxes(title=f"τ, A = {cmp.a}", gridcolor=GRID)
     fig.update_yaxes(title=f"τ, B = {cmp.b}", gridcolor=GRID)

@@ -19,7 +19,7 @@ from specviz.analysis.served import (
 )
 from specviz.core.served import REASONS, EngineRun
 from specviz.viz.run import GRID
-from specviz.viz.style import PALETTE, base_layout
+from specviz.viz.style import PALETTE, against_diagonal, base_layout
 
 HEIGHT = 360
 ENGINE_COLOR, SPECVIZ_COLOR, B_COLOR = "#f59e0b", PALETTE["accepted"], "#7c3aed"
@@ -125,24 +125,13 @@ def histogram_figure(run: EngineRun, other: EngineRun | None = None) -> go.Figur
 
 def ab_figure(pair: RunPair) -> go.Figure:
     """Per prompt, run B's acceptance length against run A's: above the diagonal B accepts more."""
-    xs = [acceptance_length(a.per_step_accepted or []) for a, _ in pair.prompts]
-    ys = [acceptance_length(b.per_step_accepted or []) for _, b in pair.prompts]
-    top = max([x for x in xs + ys if x is not None] + [1.0]) * 1.05
-    fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(x=[1, top], y=[1, top], mode="lines", line=dict(color="#94a3b8", dash="dash"), name="equal")
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers",
-            name="prompt",
-            marker=dict(color=B_COLOR, size=9),
-            customdata=[[str(a.question_id), tokens_per_s(a), tokens_per_s(b)] for a, b in pair.prompts],
-            hovertemplate="prompt %{customdata[0]}: %{x:.2f} → %{y:.2f}, %{customdata[1]:.1f} → %{customdata[2]:.1f} "
-            "tokens/s<extra></extra>",
-        )
+    fig = against_diagonal(
+        [acceptance_length(a.per_step_accepted or []) for a, _ in pair.prompts],
+        [acceptance_length(b.per_step_accepted or []) for _, b in pair.prompts],
+        B_COLOR,
+        [[str(a.question_id), tokens_per_s(a), tokens_per_s(b)] for a, b in pair.prompts],
+        "prompt %{customdata[0]}: %{x:.2f} → %{y:.2f}, %{customdata[1]:.1f} → %{customdata[2]:.1f} tokens/s"
+        "<extra></extra>",
     )
     fig.update_xaxes(title="A: acceptance length", gridcolor=GRID)
     fig.update_yaxes(title="B: acceptance length", gridcolor=GRID)
@@ -152,8 +141,17 @@ def ab_figure(pair: RunPair) -> go.Figure:
         lines.append(f"length {t.mean:+.3f} ({t.lo:+.3f}, {t.hi:+.3f})")
     lines.append(f"tokens/s {s.mean:+.1f} ({s.lo:+.1f}, {s.hi:+.1f})")
     fig.add_annotation(
-        text="<br>".join(lines), x=0.02, y=0.98, xref="paper", yref="paper", showarrow=False, align="left",
-        xanchor="left", yanchor="top", font=dict(size=12, color="#334155"), bgcolor="rgba(255,255,255,0.8)",
+        text="<br>".join(lines),
+        x=0.02,
+        y=0.98,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        align="left",
+        xanchor="left",
+        yanchor="top",
+        font=dict(size=12, color="#334155"),
+        bgcolor="rgba(255,255,255,0.8)",
     )  # fmt: skip  (top left: the points lie along the diagonal)
     sub = f"A: {_esc(pair.a)} · B: {_esc(pair.b)}"
     return base_layout(fig, 420, "A/B: acceptance length per prompt", sub, legend_space=40)

@@ -142,6 +142,27 @@ def bin_markers(
     )
 
 
+def against_diagonal(xs, ys, color: str, customdata, hovertemplate: str) -> go.Figure:
+    """An A/B scatter: B against A per prompt, over the line where they are equal (from 1, the least either can be)."""
+    top = max([v for v in (*xs, *ys) if v is not None] + [1.0]) * 1.05
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(x=[1, top], y=[1, top], mode="lines", line=dict(color="#94a3b8", dash="dash"), name="equal")
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers",
+            name="prompt",
+            marker=dict(color=color, size=9),
+            customdata=customdata,
+            hovertemplate=hovertemplate,
+        )
+    )
+    return fig
+
+
 def placeholder(message: str, height: int = 360, title: str | None = None) -> go.Figure:
     """An empty figure that says, in words, what would be here and how to get it."""
     fig = go.Figure()
