@@ -20,8 +20,10 @@ from specviz.core.config import (
     TreeConfig,
 )
 from specviz.core.sampling import make_rng, warp
+from specviz.core.served import step_starts
 from specviz.engine.loop import iter_rounds
 from specviz.engine.record import generate
+from specviz.engine.replay import replay
 from specviz.methods.registry import drafter_kind
 from specviz.methods.specdecpp.drafter import SpecDecPPDrafter
 from specviz.methods.specdecpp.head import AcceptanceHead
@@ -397,3 +399,19 @@ def test_fresh_drafter_is_built_where_the_target_lives():
     it on the CPU broke every EAGLE test on a GPU (assets/bench/cuda-h200/README.md)."""
     target = tiny_llama(vocab=64).to("meta")
     assert {p.device.type for p in build_eagle(target).parameters()} == {"meta"}
+
+
+@COPY
+@pytest.mark.parametrize("method,knobs", [METHODS[0], METHODS[2]])
+def test_a_replayed_step_with_eagle_is_the_round_from_that_prefix(method, knobs, copy):
+    """Replaying another decoder's steps (`engine.replay`) with the feature drafter: the steps past the tree's
+    matching path reach the drafter's features too, so each round equals a fresh run's first from its prefix."""
+    pair = eagle_pair(copy=copy)
+    prompt = LOOPY if copy else PROMPT
+    run = RunConfig(method=method, max_new_tokens=20, drafter="eagle", copy=copy, **knobs)
+    out = list(generate(pair, prompt, replace(run, method="ar")).output_ids)
+    acc = [2, 0, 3, 1, 0, 2, 1, 0]
+    rep = replay(pair, prompt, out, acc, run, "test engine")
+    for rnd, start in zip(rep.rounds, step_starts(len(out), acc)):
+        fresh = generate(pair, prompt + out[:start], replace(run, max_new_tokens=64)).rounds[0]
+        assert rnd.tree.tokens == fresh.tree.tokens and rnd.status == fresh.status, rnd.index
