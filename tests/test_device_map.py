@@ -14,8 +14,11 @@ from dataclasses import replace
 
 import pytest
 import torch
+from helpers import FAMILY_PROMPT as PROMPT
+from helpers import FAMILY_SHORT as SHORT
+from helpers import FAMILY_V as V
+from helpers import chi_square_p, hf_distribution, near_draft, run_config
 from lossless import autoregressive
-from test_families import PROMPT, SHORT, V, chi_square_p, hf_distribution, near_draft, run_config
 from transformers import AutoModelForCausalLM
 
 from specviz.core.config import ModelConfig, RunConfig, SamplingConfig, max_memory

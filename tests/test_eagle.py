@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from helpers import COPY, LOOPY, eagle_for, eagle_pair
 from lossless import greedy_equal
 from scipy.stats import chisquare
 from tiny import tiny_llama
@@ -31,7 +32,6 @@ from specviz.methods.specdecpp.inputs import CATALOG
 from specviz.models.eagle import (
     EagleLM,
     add_copy_input,
-    add_feature_taps,
     build_eagle,
     eagle_inputs,
     lookup_tensors,
@@ -47,35 +47,6 @@ from specviz.train.eagle import _pass
 from specviz.train.head_data import batch_rows
 
 PROMPT = [5, 9, 3, 17, 4]
-
-
-def eagle_for(target, seed=0, head_ids=None, copy=False, context_vocab=False, taps=()):
-    m = build_eagle(target, init_layer=0)
-    if copy:  # the prompt-lookup input, n-grams up to 3
-        add_copy_input(m, 3, gain=2.0)
-    add_feature_taps(m, taps)  # the target's middle layers (test_eagle_taps.py)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():  # random fc: the features (and copies) really steer the draft
-        m.eagle_fc.weight.copy_(torch.randn(m.eagle_fc.weight.shape, generator=g) * 0.2)
-    return EagleLM(m, head_ids=head_ids, context_vocab=context_vocab)
-
-
-def eagle_pair(vocab=64, seed=0, **kw):
-    target = tiny_llama(vocab=vocab, seed=seed)
-    draft = tiny_llama(vocab=vocab, seed=seed + 1000)
-    t = LM(target, name="target")
-    t.tap(kw.get("taps", ()))
-    return Pair(
-        t,
-        LM(draft, name="draft"),
-        None,
-        {"target": "tiny", "draft": "random"},
-        eagle_for(target, seed, **kw),
-    )
-
-
-COPY = pytest.mark.parametrize("copy", [False, True], ids=["plain", "copy-input"])
-LOOPY = [5, 9, 3, 5, 9, 3, 5, 9, 17, 4, 5, 9]  # repeats: the lookup matches n-grams of 1 to 3 tokens
 
 
 @COPY

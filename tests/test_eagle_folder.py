@@ -5,8 +5,8 @@ import json
 
 import pytest
 import torch
+from helpers import COPY, eagle_for
 from safetensors.torch import load_file, save_file
-from test_eagle import COPY, PROMPT, eagle_for
 from tiny import tiny_llama
 
 from specviz.core.config import RunConfig
@@ -16,6 +16,8 @@ from specviz.models.lm import LM
 from specviz.models.loading import load_eagle
 from specviz.models.pair import Pair
 from specviz.train.eagle import save_eagle
+
+PROMPT = [5, 9, 3, 17, 4]
 
 
 @COPY

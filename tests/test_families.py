@@ -12,21 +12,22 @@
 `pytest -m "not slow"` runs one cell of each kind (the quick loop, docs/models.md); the full run covers them all.
 """
 
-import copy
 import os
 
 import pytest
 import torch
+from helpers import FAMILY_PROMPT as PROMPT
+from helpers import FAMILY_SHORT as SHORT
+from helpers import FAMILY_V as V
+from helpers import chi_square_p, hf_distribution, near_draft, run_config
 from lossless import autoregressive, greedy_equal
-from scipy.stats import chisquare
 from tiny import TEST_DEVICE
-from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from specviz.core.config import RunConfig, SamplingConfig
+from specviz.core.config import SamplingConfig
 from specviz.core.prompts import check_prompt
 from specviz.core.sampling import make_rng
 from specviz.engine.record import generate
-from specviz.methods.catalog import COPYING, with_knobs
+from specviz.methods.catalog import COPYING
 from specviz.methods.specdecpp.head import AcceptanceHead, save_head
 from specviz.models import exact, family
 from specviz.models.lm import LM
@@ -35,8 +36,6 @@ from specviz.tools.zoo import FAMILIES, REFUSED, tiny_model
 
 QUICK = {"llama", "gemma3"}  # the quick loop's families
 GRAPHS = os.environ.get("SPECVIZ_TEST_GRAPHS") == "1"  # the fixed cache's runs with CUDA graphs (.ci/cuda-check.sh)
-PROMPT = [5, 9, 17, 3, 33, 8, 100, 200, 7, 9, 17, 3]  # longer than the tiny sliding windows
-KNOBS = {"k": 4, "budget": 8, "width": 2, "depth": 3, "start_k": 3}
 RUNS = [(m, False) for m in ("chain", "heuristic", "specdecpp", "dyspec", "kary", "sequoia", "lookup")] + [
     (m, True) for m in COPYING
 ]
@@ -46,16 +45,6 @@ def cells(quick, *params):
     """Parameter sets, the ones outside the quick loop marked slow."""
     name = lambda x: str(x).replace("torch.", "")  # noqa: E731
     return [pytest.param(*p, marks=() if quick(p) else pytest.mark.slow, id="-".join(map(name, p))) for p in params]
-
-
-def near_draft(target, seed: int, noise: float = 0.3):
-    """A copy of `target` with its weights perturbed: it agrees often and not always (every verdict is exercised)."""
-    d = copy.deepcopy(target)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for prm in d.parameters():
-            prm.add_((noise * prm.float().std() * torch.randn(prm.shape, generator=g)).to(prm.dtype))
-    return d
 
 
 def family_pair(name, tmp_path, dtype=torch.float32, kv_cache="growing", hidden=64, vocab=None, sharpen=1.0):
@@ -78,11 +67,6 @@ def family_pair(name, tmp_path, dtype=torch.float32, kv_cache="growing", hidden=
     )
 
 
-def run_config(method, copy_=False, n=32, sampling=SamplingConfig()):
-    run = RunConfig(method=method, max_new_tokens=n, sampling=sampling, copy=copy_)
-    return with_knobs(run, method, KNOBS)
-
-
 @pytest.mark.parametrize(
     "name,dtype,kv_cache",
     cells(
@@ -99,18 +83,6 @@ def test_every_method_is_greedy_equal_to_autoregressive(name, dtype, kv_cache, t
         drafted += sum(r.n_drafted for r in tr.rounds)
         accepted += sum(r.n_accepted for r in tr.rounds)
     assert 0 < accepted < drafted  # the draft was right and wrong: both verdicts ran
-
-
-def hf_distribution(model, ids, s: SamplingConfig) -> torch.Tensor:
-    """The unmodified model's next-token distribution after `ids`, warped by Hugging Face's own processors."""
-    warpers = LogitsProcessorList([TemperatureLogitsWarper(s.temperature)])
-    if s.top_k:
-        warpers.append(TopKLogitsWarper(s.top_k))
-    if s.top_p < 1.0:
-        warpers.append(TopPLogitsWarper(s.top_p))
-    x = torch.tensor([ids], device=model.device)
-    logits = model(x).logits[:, -1].float()
-    return torch.softmax(warpers(x, logits), -1)[0].cpu()
 
 
 @pytest.mark.parametrize("name", cells(lambda p: p[0] in QUICK, *[(f,) for f in FAMILIES]))
@@ -151,8 +123,7 @@ def test_a_dropped_logit_scale_is_seen(tmp_path):
         exact.check(pair.target)
 
 
-V, N = 16, 400
-SHORT = [5, 9, 3, 7]  # ids below V
+N = 400
 
 
 def first_token_counts(pair, n=N):
@@ -161,15 +132,6 @@ def first_token_counts(pair, n=N):
         s = SamplingConfig(temperature=1.0, seed=seed)
         counts[generate(pair, SHORT, run_config("dyspec", n=1, sampling=s)).output_ids[0]] += 1
     return counts
-
-
-def chi_square_p(counts, p) -> float:
-    """Chi-square p-value of `counts` against p, cells expected below 5 pooled."""
-    expected = p / p.sum() * counts.sum()
-    small = expected < 5
-    obs = torch.cat([counts[~small], counts[small].sum()[None]]) if small.any() else counts
-    exp = torch.cat([expected[~small], expected[small].sum()[None]]) if small.any() else expected
-    return float(chisquare(obs.numpy(), exp.numpy()).pvalue)
 
 
 @pytest.mark.parametrize("name", cells(lambda p: p[0] in QUICK, *[(f,) for f in FAMILIES]))

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from test_eagle import LOOPY, eagle_pair
+from helpers import LOOPY, eagle_pair
 from tiny import TEST_DEVICE, tiny_llama
 
 from specviz.core.config import ChainConfig, DySpecConfig, ModelConfig, RunConfig, SamplingConfig, TreeConfig

@@ -4,7 +4,7 @@ autoregressive decoding, and the p a sampled trace records is the model's own so
 
 import pytest
 import torch
-from test_families import hf_distribution
+from helpers import hf_distribution
 from transformers import AutoModelForCausalLM
 
 from specviz.core.assets import cache_dir

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from test_specdecpp import chain_round
+from helpers import chain_round
 
 from specviz.analysis.costs import StepCosts, hindsight_k, replay
 from specviz.analysis.head_ceiling import (

@@ -6,7 +6,7 @@ import html
 import re
 
 import pytest
-from test_record import TREES, _run, _specdecpp
+from helpers import TREES, recorded_run, recorded_specdecpp
 
 from specviz.app import inspector
 from specviz.core.config import SamplingConfig
@@ -21,7 +21,7 @@ SAMPLED = SamplingConfig(temperature=1.0, seed=3)
 def dyspec():
     from conftest import make_pair
 
-    return _run(make_pair("random"), "dyspec", SAMPLED, 8, **TREES["dyspec"])
+    return recorded_run(make_pair("random"), "dyspec", SAMPLED, 8, **TREES["dyspec"])
 
 
 def _first(trace, status):
@@ -49,7 +49,7 @@ def test_a_rejected_node_shows_q_p_u_and_the_residual(dyspec):
 
 
 def test_greedy_panels_name_the_target_argmax(tiny_pair):
-    trace = _run(tiny_pair("random"), "chain", SamplingConfig(), 8)
+    trace = recorded_run(tiny_pair("random"), "chain", SamplingConfig(), 8)
     r, c = _first(trace, REJECTED)
     words = _text(node_panel(trace, r.index, c))
     top = r.p_top[c][0][0]
@@ -58,7 +58,7 @@ def test_greedy_panels_name_the_target_argmax(tiny_pair):
 
 
 def test_specdecpp_panel_shows_the_head_and_the_running_product(tiny_pair):
-    trace = _specdecpp(tiny_pair("random"), SAMPLED, 8)
+    trace = recorded_specdecpp(tiny_pair("random"), SAMPLED, 8)
     r = next(r for r in trace.rounds if r.n_drafted >= 2)
     words = _text(node_panel(trace, r.index, 2))
     assert "SpecDec++ at draft step 2" in words and f"{r.accept_probs[1]:.3f}" in words

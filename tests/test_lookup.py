@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import pytest
 import torch
+from helpers import bigram_pvalue, bigram_setup, sharp_pair
 from lossless import greedy_equal
-from test_trees import bigram_pvalue, bigram_setup, sharp_pair
 
 from specviz.core.config import (
     ChainConfig,

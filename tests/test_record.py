@@ -5,9 +5,10 @@ import json
 
 import pytest
 import torch
+from helpers import TREES, recorded_run, recorded_specdecpp
 from tiny import TEST_DEVICE
 
-from specviz.core.config import DySpecConfig, RunConfig, SamplingConfig, SpecDecPPConfig
+from specviz.core.config import RunConfig, SamplingConfig, SpecDecPPConfig
 from specviz.core.sampling import make_rng, residual, warp
 from specviz.core.trace import ACCEPTED, REJECTED, GenerationTrace
 from specviz.engine.record import generate
@@ -18,29 +19,14 @@ from specviz.methods.specdecpp.inputs import CATALOG
 
 PROMPT = [5, 9, 17, 3, 33, 8]
 GREEDY, SAMPLED = SamplingConfig(), SamplingConfig(temperature=1.0, seed=11)
-TREES = {"dyspec": dict(dyspec=DySpecConfig(budget=12)), "kary": {}, "sequoia": {}}
 METHODS = [("chain", {}), ("heuristic", {}), ("lookup", {}), *TREES.items()]
-
-
-def _run(pair, method, sampling, record_top, **kw):
-    run = RunConfig(method=method, max_new_tokens=24, sampling=sampling, record_top=record_top, **kw)
-    return generate(pair, PROMPT, run, rng=make_rng(sampling.seed, TEST_DEVICE))
-
-
-def _specdecpp(pair, sampling, record_top):
-    cfg = SpecDecPPConfig(0.5, 1, 5)
-    head = AcceptanceHead(pair.draft.config.hidden_size, 2, rng=make_rng(0), inputs=CATALOG)
-    rng = make_rng(sampling.seed, TEST_DEVICE)
-    d = SpecDecPPDrafter(pair.draft, sampling, rng, head, cfg, pair.eos_ids, record=record_top > 0)
-    run = RunConfig(method="specdecpp", max_new_tokens=24, sampling=sampling, specdecpp=cfg, record_top=record_top)
-    return generate(pair, PROMPT, run, drafter=d, rng=rng)
 
 
 @pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
 @pytest.mark.parametrize("method,kw", METHODS, ids=[m for m, _ in METHODS])
 def test_recording_changes_no_output(tiny_pair, method, kw, sampling):
     pair = tiny_pair("random")
-    on, off = _run(pair, method, sampling, 8, **kw), _run(pair, method, sampling, 0, **kw)
+    on, off = recorded_run(pair, method, sampling, 8, **kw), recorded_run(pair, method, sampling, 0, **kw)
     assert on.output_ids == off.output_ids
     assert [r.tree.tokens for r in on.rounds] == [r.tree.tokens for r in off.rounds]
     assert all(r.q_top is None and r.expand_order is None and r.frontier is None for r in off.rounds)
@@ -50,7 +36,7 @@ def test_recording_changes_no_output(tiny_pair, method, kw, sampling):
 @pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
 def test_specdecpp_recording_changes_no_output(tiny_pair, sampling):
     pair = tiny_pair("random")
-    on, off = _specdecpp(pair, sampling, 8), _specdecpp(pair, sampling, 0)
+    on, off = recorded_specdecpp(pair, sampling, 8), recorded_specdecpp(pair, sampling, 0)
     assert on.output_ids == off.output_ids
     assert all(r.head_inputs is None for r in off.rounds)
     for r in (r for r in on.rounds if r.n_drafted):
@@ -66,7 +52,7 @@ def test_specdecpp_recording_changes_no_output(tiny_pair, sampling):
 def test_tops_hold_q_and_p_of_each_node(tiny_pair, method, kw, sampling):
     """q_top[c] is the distribution c was drawn from and p_top[c] the one it was judged against: where c's token is
     among them, its probability is the trace's q and p of c; greedy trees draw each node's top tokens in order."""
-    trace = _run(tiny_pair("random"), method, sampling, 64, **kw)
+    trace = recorded_run(tiny_pair("random"), method, sampling, 64, **kw)
     checked = 0
     for r in trace.rounds:
         assert r.q_top[0] is None and r.p_top[0] is None
@@ -85,7 +71,7 @@ def test_tops_hold_q_and_p_of_each_node(tiny_pair, method, kw, sampling):
 def test_residual_top_is_the_residual_after_each_rejection(tiny_pair):
     """A sampled chain: at its first rejected node, the residual is norm(max(0, p - q)) of the root's p and q."""
     pair = tiny_pair("random")
-    rounds = [r for seed in range(6) for r in _run(pair, "chain", SamplingConfig(1.0, seed=seed), 64).rounds]
+    rounds = [r for seed in range(6) for r in recorded_run(pair, "chain", SamplingConfig(1.0, seed=seed), 64).rounds]
     seen = 0
     for r in rounds:
         for c, st in enumerate(r.status):
@@ -102,7 +88,7 @@ def test_residual_top_is_the_residual_after_each_rejection(tiny_pair):
 
 
 def test_greedy_rounds_have_no_residual(tiny_pair):
-    trace = _run(tiny_pair("random"), "dyspec", GREEDY, 8, **TREES["dyspec"])
+    trace = recorded_run(tiny_pair("random"), "dyspec", GREEDY, 8, **TREES["dyspec"])
     assert all(r.residual_top is None and r.u is None for r in trace.rounds)
 
 
@@ -110,7 +96,7 @@ def test_greedy_rounds_have_no_residual(tiny_pair):
 def test_dyspec_growth_is_recorded(tiny_pair, sampling):
     """expand_order names each node once in the order it joined; values are the products of q along each path; the
     frontier's first slot is the one DySpec grew: the new node hangs under it, and no slot beat it."""
-    trace = _run(tiny_pair("random"), "dyspec", sampling, 8, **TREES["dyspec"])
+    trace = recorded_run(tiny_pair("random"), "dyspec", sampling, 8, **TREES["dyspec"])
     grown = 0
     for r in (r for r in trace.rounds if r.n_drafted):
         n = len(r.tree)
@@ -128,13 +114,13 @@ def test_dyspec_growth_is_recorded(tiny_pair, sampling):
 
 
 def test_static_trees_record_order_and_values_but_no_frontier(tiny_pair):
-    trace = _run(tiny_pair("random"), "kary", GREEDY, 8)
+    trace = recorded_run(tiny_pair("random"), "kary", GREEDY, 8)
     drafted = [r for r in trace.rounds if r.n_drafted]
     assert drafted and all(r.expand_order == tuple(range(1, len(r.tree))) and r.frontier is None for r in drafted)
 
 
 def test_a_trace_with_records_round_trips_and_older_ones_load(tiny_pair):
-    trace = _run(tiny_pair("random"), "dyspec", SAMPLED, 8, **TREES["dyspec"])
+    trace = recorded_run(tiny_pair("random"), "dyspec", SAMPLED, 8, **TREES["dyspec"])
     back = GenerationTrace.from_json(trace.to_json())
     assert json.loads(back.to_json()) == json.loads(trace.to_json())
     old = json.loads(trace.to_json())

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import with_hindsight
+from helpers import chain_round, with_hindsight
 from lossless import greedy_equal
 from scipy.stats import chisquare
 
@@ -20,7 +20,6 @@ from specviz.analysis.costs import (
 from specviz.core.config import RunConfig, SamplingConfig, SpecDecPPConfig
 from specviz.core.ngram import NgramIndex
 from specviz.core.sampling import make_rng
-from specviz.core.trace import DraftTree, RoundTrace
 from specviz.engine.loop import iter_rounds
 from specviz.engine.record import generate
 from specviz.methods.specdecpp import inputs as head_inputs
@@ -219,22 +218,6 @@ def test_two_first_tokens_follow_the_target(lag):
 
 
 # -- hindsight ---------------------------------------------------------------------------------
-
-
-def chain_round(statuses, k):
-    tree = DraftTree(tuple(range(k + 1)), tuple(range(-1, k)), (1.0,) * (k + 1))
-    return RoundTrace(
-        index=0,
-        context_len=5,
-        tree=tree,
-        status=("root", *statuses),
-        p=(None,) * (k + 1),
-        accepted_path=(),
-        emitted=(),
-        correction="resample",
-        draft_ms=0.0,
-        verify_ms=1.0,
-    )
 
 
 def test_hindsight_k(tiny_pair):

@@ -12,10 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import path_to
+from helpers import bigram_pvalue, bigram_setup, path_to, sharp_pair
 from lossless import greedy_equal
 from scipy.stats import chisquare
-from tiny import tiny_llama
 
 from specviz.core.config import DySpecConfig, RunConfig, SamplingConfig, TreeConfig
 from specviz.core.priors import SEQUOIA_FALLBACK_ACCEPTANCE
@@ -35,32 +34,13 @@ from specviz.methods.trees.static import (
     kary,
     sequoia,
 )
-from specviz.models.lm import LM, Forward
+from specviz.models.lm import LM
 from specviz.models.pair import Pair
 
 PROMPT = [5, 9, 17, 3, 33, 8]
-SHARP = 40.0  # scales the tiny models' output layer: peaked distributions, deep trees
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (conftest)
-
-
-def sharp_pair(draft: str, seed: int = 0) -> Pair:
-    """A tiny pair with peaked next-token distributions. draft: 'same', 'random' or 'near' (perturbed copy)."""
-
-    def build(s, noise=0.0):
-        m = tiny_llama(vocab=64, seed=s)
-        with torch.no_grad():
-            if noise:
-                g = torch.Generator().manual_seed(s + 7)
-                for prm in m.parameters():
-                    prm.add_(noise * prm.std() * torch.randn(prm.shape, generator=g).to(prm.device))
-            m.lm_head.weight.mul_(SHARP)
-        return m
-
-    target = build(seed)
-    d = {"same": lambda: target, "random": lambda: build(seed + 1000), "near": lambda: build(seed, 0.3)}[draft]()
-    return Pair(LM(target, name="target"), LM(d, name="draft"), None, {"target": "tiny", "draft": draft})
 
 
 TREE_RUNS = {
@@ -328,32 +308,6 @@ def test_chi_square_fails_without_residual_update(temperature, bug):
     assert stat.pvalue < 1e-6, stat
 
 
-class BigramLM:
-    """A stand-in for `LM` whose next token depends on the last token only: fast enough for many rounds."""
-
-    def __init__(self, table: torch.Tensor):
-        self.table, self.vocab_size, self.device = table, table.shape[0], torch.device("cpu")
-        self.head_ids = self.support = None  # full vocabulary, like an LM without a reduced head
-        self.model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=[]))
-        self.tokens: list[int] = []
-
-    @property
-    def length(self):
-        return len(self.tokens)
-
-    def reset(self):
-        self.tokens = []
-
-    def keep(self, positions):
-        self.tokens = [self.tokens[i] for i in positions]
-
-    def forward(self, ids, parents=None, rows=None, visible=None):
-        self.tokens += list(ids)
-        logits = self.table[list(ids)]
-        logits = logits if rows is None else logits[rows]
-        return Forward(hidden=logits, logits=logits)
-
-
 @pytest.mark.parametrize("variant", ["heap", "level", "sequoia"])
 def test_tree_round_is_lossless_end_to_end(variant):
     """Joint law of the first two emitted tokens of whole DySpec / Sequoia rounds (drafter + verifier) at T = 1."""
@@ -370,32 +324,6 @@ def test_tree_round_is_lossless_end_to_end(variant):
     pvalue = bigram_pvalue(counts, target, last=0)
     print(f"{variant}: end-to-end chi-square p-value {pvalue:.4f}")
     assert pvalue > 1e-3
-
-
-def bigram_setup(vocab: int = 5):
-    """A random bigram target and draft over `vocab` tokens, T = 1, rounds of 3 tokens: (target logits, pair,
-    sampling, run, rng)."""
-    g = torch.Generator().manual_seed(5)
-    target, draft = 1.5 * torch.randn(vocab, vocab, generator=g), 1.5 * torch.randn(vocab, vocab, generator=g)
-    sampling = SamplingConfig(temperature=1.0)
-    return (
-        target,
-        Pair(BigramLM(target), BigramLM(draft), None, {}),
-        sampling,
-        RunConfig(method="dyspec", max_new_tokens=3, sampling=sampling),
-        make_rng(9),
-    )
-
-
-def bigram_pvalue(counts: torch.Tensor, target: torch.Tensor, last: int) -> float:
-    """Chi-square p-value of counts[y1, y2] of the first two emitted tokens against the bigram target's
-    p(y1 | last) p(y2 | y1), sparse cells pooled into one."""
-    p = torch.softmax(target, -1)
-    expected = (p[last][:, None] * p).flatten() * counts.sum()
-    small = expected < 5
-    obs = torch.cat([counts.flatten()[~small], counts.flatten()[small].sum()[None]])
-    exp = torch.cat([expected[~small], expected[small].sum()[None]])
-    return float(chisquare(obs.numpy(), exp.numpy()).pvalue)
 
 
 def test_root_only_when_no_room():
