@@ -144,6 +144,8 @@ def sharp_pair(draft: str, seed: int = 0) -> Pair:
 class BigramLM:
     """A stand-in for `LM` whose next token depends on the last token only: fast enough for many rounds."""
 
+    wants_target_features = context_vocab = half_rows = False  # reads ids only, full vocabulary, no half rows
+
     def __init__(self, table: torch.Tensor):
         self.table, self.vocab_size, self.device = table, table.shape[0], torch.device("cpu")
         self.head_ids = self.support = None  # full vocabulary, like an LM without a reduced head

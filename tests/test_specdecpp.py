@@ -152,6 +152,8 @@ def test_greedy_equals_autoregressive(tiny_pair, draft, cfg, lag):
 class TableLM:
     """A stand-in for `LM` (chains only): logits and hidden state are fixed random functions of the last two tokens."""
 
+    wants_target_features = context_vocab = half_rows = False  # reads ids only, full vocabulary, no half rows
+
     def __init__(self, vocab, hidden, seed, scale=1.0):
         g = torch.Generator().manual_seed(seed)
         self.table = torch.randn(vocab * vocab, vocab, generator=g) * scale

@@ -75,7 +75,7 @@ class DraftLMDrafter(Drafter):
 
     @property
     def wants_target_features(self) -> bool:
-        return getattr(self.lm, "wants_target_features", False)  # duck-typed LMs (tests) read ids only
+        return self.lm.wants_target_features
 
     def see_target(self, start, hidden):
         self.lm.add_target_features(start, hidden)
@@ -83,8 +83,8 @@ class DraftLMDrafter(Drafter):
     def describe(self) -> dict:
         return {
             "drafter": "eagle" if self.wants_target_features else "model",
-            "context_vocab": bool(getattr(self.lm, "context_vocab", False)),
-            "draft_half_rows": bool(getattr(self.lm, "half_rows", False)),
+            "context_vocab": bool(self.lm.context_vocab),
+            "draft_half_rows": bool(self.lm.half_rows),
         }
 
     def feed_pending(self, committed: list[int]) -> DraftStep:
