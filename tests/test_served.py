@@ -6,6 +6,7 @@ import http.server
 import json
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from conftest import make_pair
@@ -22,6 +23,7 @@ from specviz.analysis.served import (
 )
 from specviz.core.config import ChainConfig, RunConfig, SamplingConfig
 from specviz.core.served import EngineRun, read_run, step_starts, step_tokens, validate_run
+from specviz.core.served import json_schema as run_schema
 from specviz.core.server import ServerError, check_url, probe
 from specviz.core.trace import DraftTree, GenerationTrace, RoundTrace
 from specviz.engine import generate
@@ -230,7 +232,7 @@ def test_the_engine_command_checks_its_arguments_before_asking_a_server(tmp_path
     base = ["--prompts", str(prompts), "--max-new-tokens", "8", "--out", str(tmp_path / "r.json")]
     cases = {
         "--reference needs --target and --draft": ["--url", "http://127.0.0.1:9", "--temperature", "0", "--reference"],
-        "must lie in": ["--url", "http://127.0.0.1:9", "--temperature", "-1"],
+        "temperature must be >= 0": ["--url", "http://127.0.0.1:9", "--temperature", "-1"],
         "not a server address": ["--url", "nowhere", "--temperature", "0"],
         "nothing answers": ["--url", "http://127.0.0.1:9", "--temperature", "0"],
     }
@@ -258,3 +260,8 @@ def test_a_sampled_run_is_checked_rate_by_rate_against_the_algorithm():
     assert "accepts less than the algorithm at draft position 1" in sampled_note(silent)
     alike, _ = run([1, 0, 0] * 30, [0, 1, 0] * 30)
     assert sampled_note(alike).startswith("Sampled: the engine accepts as the algorithm does")
+
+
+def test_the_published_run_schema_is_the_one_the_code_checks():
+    published = Path(__file__).resolve().parents[1] / "docs" / "engine-run.schema.json"
+    assert json.loads(published.read_text()) == json.loads(json.dumps(run_schema()))

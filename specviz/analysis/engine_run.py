@@ -19,7 +19,7 @@ from specviz.analysis.served import compare_steps, reason_counts, sampled_check
 from specviz.core.config import ChainConfig, RunConfig, SamplingConfig
 from specviz.core.device import machine_name
 from specviz.core.prompts import encode_prompt
-from specviz.core.served import REASONS, EngineRun, Reference, validate_run
+from specviz.core.served import REASONS, RUN_FORMAT, EngineRun, Reference, validate_run
 from specviz.core.server import Server, ServerError, check_speculative, complete
 from specviz.engine.record import generate
 from specviz.engine.replay import replay
@@ -38,17 +38,16 @@ def record(
     temperature: float,
     seed: int | None,
     timeout: float,
-    speculative: bool = True,
     progress: Progress | None = None,
     settings: dict | None = None,
 ) -> EngineRun:
-    """One completion per prompt (a Spec-Bench row: `turns`, `question_id`, `category`), in order. With
-    `speculative`, a server that does not decode speculatively, or not with per-step counts, is refused."""
+    """One completion per prompt (a Spec-Bench row: `turns`, `question_id`, `category`), in order; a server that does
+    not decode speculatively, or not with per-step counts, is refused."""
     rows, spec_seen = [], {}
     for i, p in enumerate(prompts):
         text = p["turns"][0]
         c = complete(server, text, max_new_tokens, temperature, seed, timeout)
-        spec = check_speculative(server, c) if speculative else (c.spec or {})
+        spec = check_speculative(server, c)
         if spec.get("num_spec_tokens") is not None:
             spec_seen = {"num_spec_tokens": spec["num_spec_tokens"]}
         rows.append(
@@ -58,8 +57,8 @@ def record(
                 "text": text,
                 "prompt_ids": c.prompt_ids,
                 "output_ids": c.output_ids,
-                "per_step_accepted": spec.get("per_step_accepted"),
-                "per_step_drafted": spec.get("per_step_drafted"),
+                "per_step_accepted": spec["per_step_accepted"],
+                "per_step_drafted": spec["per_step_drafted"],
                 "finish_reason": c.finish_reason,
                 "wall_s": round(c.wall_s, 4),
                 "metrics": c.metrics,
@@ -70,7 +69,7 @@ def record(
     engine = server.describe() | {"speculative": spec_seen, "fingerprint": c.fingerprint}
     return validate_run(
         {
-            "format": "specviz-engine-run/1",
+            "format": RUN_FORMAT,
             "engine": engine,
             "settings": {
                 "max_new_tokens": max_new_tokens,
@@ -145,15 +144,15 @@ def add_reference(run: EngineRun, pair: Pair, progress: Progress | None = None) 
             "it serves another model than the target given"
         )
     settings = {
-        "method": "chain",
-        "k": int(k),
-        "drafter": "model",
+        "method": cfg.method,
+        "k": cfg.chain.k,
+        "drafter": cfg.drafter,
         "dtype": pair.info.get("dtype"),
         "device": pair.info.get("device"),
         "machine": machine_name(),
         "target": pair.info.get("target"),
         "draft": pair.info.get("draft"),
-        "reasons": {r: REASONS[r] for r in REASONS},
+        "reasons": dict(REASONS),
     }
     out = run.model_copy(update={"prompts": prompts, "reference_settings": settings})
     settings["counts"] = reason_counts(out)

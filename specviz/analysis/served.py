@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import fisher_exact
 
-from specviz.analysis.compare import Interval, paired_bootstrap
-from specviz.core.served import EngineRun, PromptRecord, StepDifference, step_starts, step_tokens
+from specviz.analysis.compare import Interval, first_difference, paired_bootstrap
+from specviz.core.served import REASONS, EngineRun, PromptRecord, StepDifference, step_starts, step_tokens
 from specviz.core.trace import GenerationTrace, RoundTrace
 
 # Two candidates closer than this in log probability are a near-tie: bf16 keeps 8 significant bits, so logits of
@@ -58,22 +58,24 @@ def _target_choice(rnd: RoundTrace, j: int, top: list | None) -> int | None:
     return next((t for t, _ in top or () if t != drafted), None)
 
 
-def classify(rnd: RoundTrace, engine_tokens: Sequence[int], accepted: int, drafted: int) -> StepDifference | None:
-    """A greedy step compared: None where specviz accepts what the engine accepted, else the difference and why."""
+def classify(
+    rnd: RoundTrace, engine_tokens: Sequence[int], accepted: int, drafted: int, position: int = 0
+) -> StepDifference | None:
+    """A greedy step (starting at output `position`) compared: None where specviz accepts what the engine accepted,
+    else the difference and why."""
     ours = min(rnd.n_accepted, drafted)
     if ours == accepted:
         return None
-    draft = [rnd.tree.tokens[i] for i in range(1, len(rnd.tree))]  # a chain: node j drafts position j
-    common = next(
-        (j for j, (d, e) in enumerate(zip(draft, engine_tokens)) if d != e), min(len(draft), len(engine_tokens))
-    )
-    base = {"step": rnd.index, "position": 0, "engine": accepted, "specviz": ours}
+    draft = list(rnd.tree.tokens[1:])  # a chain: node j drafts position j
+    common = first_difference(draft, list(engine_tokens))
+    common = len(draft) if common is None else common  # the draft tokens the engine's output repeats
+    base = {"step": rnd.index, "position": position, "engine": accepted, "specviz": ours}
     for j in range(1, min(common + 1, len(draft), len(engine_tokens)) + 1):
         top = rnd.p_top[j] if rnd.p_top else None
         choice = _target_choice(rnd, j, top)
         if choice is not None and choice != engine_tokens[j - 1]:
             tie, detail = _near(top, choice, engine_tokens[j - 1])
-            detail |= {"position": j, "who": "target", "first": "specviz", "second": "engine"}
+            detail |= {"position": j}  # tokens: [specviz's target's choice, the engine's]
             return StepDifference(**base, reason="target_tie" if tie else "target", detail=detail)
     j = min(ours, accepted) + 1  # the first draft position the two counts disagree on
     q_top = rnd.q_top[j] if rnd.q_top and j < len(rnd.tree) else None
@@ -96,14 +98,12 @@ def compare_steps(record: PromptRecord, replay: GenerationTrace) -> tuple[list[i
     counts = [min(r.n_accepted, d) for r, d in zip(replay.rounds, dr)]
     if not replay.greedy:
         return counts, []
-    out = []
-    for s, (rnd, toks) in enumerate(zip(replay.rounds, steps)):
-        if len(toks) < acc[s] + 1:
-            continue  # cut by the length limit
-        diff = classify(rnd, toks, acc[s], dr[s])
-        if diff is not None:
-            out.append(diff.model_copy(update={"position": starts[s]}))
-    return counts, out
+    diffs = (
+        classify(rnd, toks, acc[s], dr[s], starts[s])
+        for s, (rnd, toks) in enumerate(zip(replay.rounds, steps))
+        if len(toks) == acc[s] + 1  # a step the length limit cut is not all the engine's
+    )
+    return counts, [d for d in diffs if d is not None]
 
 
 # -- over the set ---------------------------------------------------------------------------------------------
@@ -169,7 +169,7 @@ def pooled_steps(run: EngineRun, reference: bool = False) -> tuple[list[int], li
 def reason_counts(run: EngineRun) -> dict[str, int]:
     """How many differing steps each reason explains over the run (reasons in `core.served.REASONS` order)."""
     c = Counter(d.reason for p in run.prompts if p.reference for d in p.reference.differences)
-    return {k: v for k, v in c.items() if k is not None}
+    return {k: c[k] for k in REASONS if c[k]}
 
 
 # a sampled run's acceptance at a draft position differs from the algorithm's when Fisher's exact test gives less
@@ -185,10 +185,6 @@ class RateCheck:
     engine: tuple[int, int]  # (accepted d or more, drafted d or more)
     specviz: tuple[int, int]
     p_value: float
-
-    @property
-    def differs(self) -> bool:
-        return self.p_value < SAMPLED_ALPHA
 
 
 def sampled_check(run: EngineRun) -> list[RateCheck]:
@@ -224,23 +220,13 @@ class RunPair:
 
 
 def pair_runs(a: EngineRun, b: EngineRun, seed: int = 0) -> RunPair:
-    """The prompts both runs hold (by question id where both have one, else by prompt ids), in A's order."""
-    by_key = {}
+    """The prompts both runs hold (the same prompt token ids), in A's order."""
+    by_ids = {}
     for p in b.prompts:
-        by_key.setdefault(("id", p.question_id), p) if p.question_id is not None else None
-        by_key.setdefault(("ids", tuple(p.prompt_ids)), p)
-    pairs = []
-    for p in a.prompts:
-        other = by_key.get(("id", p.question_id)) if p.question_id is not None else None
-        other = (
-            other
-            if other is not None and other.prompt_ids == p.prompt_ids
-            else by_key.get(("ids", tuple(p.prompt_ids)))
-        )
-        if other is not None:
-            pairs.append((p, other))
+        by_ids.setdefault(tuple(p.prompt_ids), p)
+    pairs = [(p, by_ids[tuple(p.prompt_ids)]) for p in a.prompts if tuple(p.prompt_ids) in by_ids]
     if not pairs:
-        raise ValueError("the two engine runs share no prompt (same question ids, or the same prompt token ids)")
+        raise ValueError("the two engine runs share no prompt (the same prompt token ids)")
     rng = np.random.default_rng(seed)
     lengths = [
         (acceptance_length(x.per_step_accepted or []), acceptance_length(y.per_step_accepted or [])) for x, y in pairs

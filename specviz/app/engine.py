@@ -17,8 +17,9 @@ import gradio as gr
 from specviz.analysis.engine_run import add_reference, record
 from specviz.analysis.served import acceptance_length, pair_runs, pooled_steps, tokens_per_s
 from specviz.app import held, policy, runs
+from specviz.app.inputs import ERRORS
 from specviz.core.served import EngineRun, read_run
-from specviz.core.server import ServerError, probe
+from specviz.core.server import probe
 from specviz.core.trace import GenerationTrace
 from specviz.viz.served import (
     ab_figure,
@@ -180,14 +181,14 @@ def record_engine(
         rows = runs.set_prompts(n, engine_prompts)
         server = probe(engine_url or "")
         tick = lambda done, total, what: progress((done, total), desc=f"{what}: prompt {done} of {total}")
-        run = record(server, rows, int(max_new_tokens), float(temperature), int(seed), REQUEST_TIMEOUT_S, True, tick)
+        run = record(server, rows, int(max_new_tokens), float(temperature), int(seed), REQUEST_TIMEOUT_S, tick)
         if engine_reference:
             if not (target or "").strip() or not (draft or "").strip():
                 raise ValueError("the reference needs the target and draft folders the server loaded (Model pair)")
             cfg = replace(policy.model_config(pair, dtype, target, draft), eagle="none")
             with held.holding(cfg) as loaded:
                 run = add_reference(run, loaded, tick)
-    except (ServerError, ValueError, RuntimeError, OSError) as e:
+    except ERRORS as e:  # a ServerError is a RuntimeError
         raise gr.Error(str(e)) from None
     return [run, *views(run)]
 

@@ -35,11 +35,13 @@ Top = Annotated[list[Pair], Field(max_length=MAX_RECORD_TOP)]  # most probable f
 Slot = Annotated[list[int | Prob | bool], Field(min_length=3, max_length=3)]  # [node, value, copy slot?]
 
 
-class _Record(BaseModel):
+class Record(BaseModel):
+    """A record of a file specviz reads: strict types, unknown keys ignored, frozen."""
+
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
-class Tree(_Record):
+class Tree(Record):
     tokens: list[TokenId] = Field(min_length=1, max_length=MAX_TREE_NODES)
     parents: list[int] = Field(max_length=MAX_TREE_NODES)
     q: list[Prob] = Field(max_length=MAX_TREE_NODES)
@@ -53,7 +55,7 @@ class Tree(_Record):
         return self
 
 
-class Round(_Record):
+class Round(Record):
     index: Count
     context_len: Annotated[int, Field(ge=1)]
     tree: Tree
@@ -134,7 +136,7 @@ class Round(_Record):
         return self
 
 
-class TraceFile(_Record):
+class TraceFile(Record):
     format: Literal["specviz-trace/1"] = "specviz-trace/1"
     method: Literal[METHODS]
     config: dict = Field(default_factory=dict)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from specviz.core.schema import MAX_IDS, TokenId, checked, load_json
+from specviz.core.schema import MAX_IDS, Record, TokenId, checked, load_json
 
 RUN_FORMAT = "specviz-engine-run/1"
 MAX_RUN_BYTES = 200_000_000
@@ -33,10 +33,6 @@ REASONS = {
     "verification": "the same draft and output with another count (the engine's verification is not the algorithm's)",
 }
 Reason = Literal["target_tie", "target", "draft_tie", "draft", "verification"]
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
 def step_starts(n_output: int, accepted: list[int]) -> list[int]:
@@ -56,7 +52,7 @@ def step_tokens(output_ids: list[int], accepted: list[int]) -> list[list[int]]:
     return [list(output_ids[p : p + a + 1]) for p, a in zip(starts, accepted)]
 
 
-class StepDifference(_Record):
+class StepDifference(Record):
     step: Count
     position: Count  # output position where the step starts
     engine: Count  # accepted by the engine
@@ -65,7 +61,7 @@ class StepDifference(_Record):
     detail: dict = Field(default_factory=dict)  # the two candidates and their probabilities
 
 
-class Reference(_Record):
+class Reference(Record):
     output_ids: list[TokenId] = Field(max_length=MAX_IDS)  # specviz's own free run
     per_step_accepted: list[Count] = Field(max_length=MAX_IDS)  # specviz's count at each engine step
     first_difference: StepDifference | None = None
@@ -76,7 +72,7 @@ class Reference(_Record):
     wall_s: Seconds = 0.0  # the free run, end to end
 
 
-class PromptRecord(_Record):
+class PromptRecord(Record):
     question_id: str | int | None = None
     category: str | None = None
     text: str
@@ -108,17 +104,13 @@ class PromptRecord(_Record):
         return self
 
 
-class EngineRun(_Record):
+class EngineRun(Record):
     format: Literal["specviz-engine-run/1"] = RUN_FORMAT
     engine: dict  # name, version, url, model, root, max_model_len, speculative (as the engine reports them)
     settings: dict  # prompts file, max_new_tokens, temperature, seed, target, draft
     reference_settings: dict | None = None  # specviz's side: method, K, dtype, drafter, machine
     prompts: list[PromptRecord] = Field(min_length=1, max_length=MAX_PROMPTS)
     recorded: str = ""  # when (ISO 8601)
-
-    @property
-    def speculative(self) -> bool:
-        return all(p.per_step_accepted is not None for p in self.prompts)
 
     @property
     def label(self) -> str:

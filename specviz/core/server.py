@@ -7,12 +7,11 @@ that is not OpenAI-compatible, speculative decoding off, per-request metrics off
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 DETAILED_FLAG = "--per-request-spec-decode-metrics detailed"
 PROBE_TIMEOUT_S = 10.0
@@ -42,13 +41,11 @@ def _call(url: str, path: str, body: dict | None = None, timeout: float = PROBE_
             return r.status, r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode("utf-8", "replace")
-    except TimeoutError:
-        raise ServerError(
-            f"{url}{path} did not answer within {timeout:g} s (raise --timeout for a slow server)"
-        ) from None
-    except urllib.error.URLError as e:
-        if isinstance(e.reason, (TimeoutError, socket.timeout)):
-            raise ServerError(f"{url}{path} did not answer within {timeout:g} s") from None
+    except (TimeoutError, urllib.error.URLError) as e:
+        if isinstance(e, TimeoutError) or isinstance(e.reason, TimeoutError):  # socket.timeout is TimeoutError
+            raise ServerError(
+                f"{url}{path} did not answer within {timeout:g} s (raise --timeout for a slow server)"
+            ) from None
         raise ServerError(f"nothing answers at {url} ({e.reason}): is the server running there?") from None
     except (ConnectionError, OSError) as e:
         raise ServerError(f"the connection to {url} failed ({e})") from None
@@ -78,7 +75,6 @@ class Server:
     root: str | None
     max_model_len: int | None
     spec_counters: bool  # its Prometheus metrics count speculative drafts
-    extra: dict = field(default_factory=dict)
 
     def describe(self) -> dict:
         return {
@@ -88,7 +84,6 @@ class Server:
             "model": self.model,
             "root": self.root,
             "max_model_len": self.max_model_len,
-            **self.extra,
         }
 
 
@@ -99,11 +94,11 @@ def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> Server:
     if not models or not isinstance(models[0], dict) or "id" not in models[0]:
         raise ServerError(f"{url}/v1/models lists no model: is this an OpenAI-compatible server?")
     m = models[0]
-    try:
+    try:  # vLLM's; another server may have none
         version = str(_json(url, "/version", timeout=timeout).get("version", "unknown"))
-        name = "vllm"
     except ServerError:
-        version, name = "unknown", str(m.get("owned_by") or "openai-compatible")
+        version = "unknown"
+    name = str(m.get("owned_by") or "openai-compatible")  # vLLM names itself here
     status, metrics = _call(url, "/metrics", timeout=timeout)
     counters = status == 200 and "spec_decode_num_drafts" in metrics
     return Server(url, name, version, str(m["id"]), m.get("root"), m.get("max_model_len"), counters)
@@ -170,12 +165,3 @@ def check_speculative(server: Server, c: Completion) -> dict:
             f"{server.url} decodes speculatively but reports no per-step counts: start it with {DETAILED_FLAG}"
         )
     return spec
-
-
-def tokenize(server: Server, text: str) -> list[int] | None:
-    """The server's own token ids of `text` (vLLM's /tokenize), or None where it has no such endpoint."""
-    try:
-        d = _json(server.url, "/tokenize", {"model": server.model, "prompt": text, "add_special_tokens": False})
-    except ServerError:
-        return None
-    return list(d.get("tokens") or [])

@@ -38,8 +38,6 @@ def replay(
     start = [*prompt_ids, *output_ids[:1]]
     n = sum(len(s) for s in steps)
     t0 = time.perf_counter()
-    if not steps:
-        return TraceBuilder(pair, prepare(pair, run)[0], start, run, prompt_text).trace(0.0, replay=decoder)
     run = replace(run, max_new_tokens=min(n + REPLAY_SLACK, MAX_NEW_TOKENS_LIMIT))  # never cuts a step's draft
     drafter, rng = prepare(pair, run)
     build = TraceBuilder(pair, drafter, start, run, prompt_text)

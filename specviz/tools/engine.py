@@ -23,7 +23,7 @@ from tqdm import tqdm
 from specviz.analysis.engine_run import add_reference, record
 from specviz.analysis.served import acceptance_length, pooled_steps, reason_counts
 from specviz.core.args import output_file, positive
-from specviz.core.config import DTYPES, ModelConfig
+from specviz.core.config import DTYPES, ModelConfig, SamplingConfig
 from specviz.core.output import replacing
 from specviz.core.prompts import read_prompts, stratified
 from specviz.core.server import ServerError, check_url, probe
@@ -62,8 +62,7 @@ def parser() -> argparse.ArgumentParser:
 def check_args(a: argparse.Namespace) -> list[dict]:
     """Everything that can be checked before the server is asked; the prompts read."""
     check_url(a.url)
-    if not 0 <= a.temperature <= 10:
-        raise ValueError(f"--temperature must lie in [0, 10], got {a.temperature}")
+    SamplingConfig(temperature=a.temperature)  # the sampling settings' own checks, with their sentences
     if a.reference and (a.target is None or a.draft is None):
         raise ValueError(
             "--reference needs --target and --draft: the folders the server loaded (`specviz export` writes them)"
@@ -93,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = {"prompts": str(a.prompts), "limit": a.limit, "n_prompts": a.n_prompts}
         settings |= {"target": a.target, "draft": a.draft}
         t0 = time.perf_counter()
-        run = record(server, prompts, a.max_new_tokens, a.temperature, a.seed, a.timeout, True, progress, settings)
+        run = record(server, prompts, a.max_new_tokens, a.temperature, a.seed, a.timeout, progress, settings)
         if a.reference:
             if a.threads:
                 torch.set_num_threads(a.threads)
@@ -106,17 +105,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with replacing(a.out) as f:
         f.write(run.model_dump_json(indent=None) + "\n")
-    acc, _ = pooled_steps(run)
+    length = lambda reference=False: f"{acceptance_length(pooled_steps(run, reference)[0]) or float('nan'):.3f}"
     say(
         f"specviz engine: {len(run.prompts)} prompts in {time.perf_counter() - t0:.0f} s; engine acceptance length "
-        f"{acceptance_length(acc):.3f}" + (f" ({run.label})" if acc else "")
+        f"{length()} ({run.label})"
     )
     if a.reference:
-        ours, _ = pooled_steps(run, reference=True)
         parted = sum(p.reference.first_difference is not None for p in run.prompts)
         say(
-            f"  specviz at the engine's steps: {acceptance_length(ours):.3f}; {parted} of {len(run.prompts)} prompts "
-            f"part somewhere; reasons: {reason_counts(run) or 'none'}"
+            f"  specviz at the engine's steps: {length(True)}; {parted} of {len(run.prompts)} prompts part "
+            f"somewhere; reasons: {reason_counts(run) or 'none'}"
         )
         if note := sampled_note(run):
             say(f"  {note}")

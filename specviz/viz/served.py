@@ -4,8 +4,6 @@ of two runs. No torch; the dashboard's Engine view and the docs show the same fi
 
 from __future__ import annotations
 
-import html
-
 import plotly.graph_objects as go
 
 from specviz.analysis.served import (
@@ -19,14 +17,10 @@ from specviz.analysis.served import (
 )
 from specviz.core.served import REASONS, EngineRun
 from specviz.viz.run import GRID
-from specviz.viz.style import PALETTE, against_diagonal, base_layout
+from specviz.viz.style import PALETTE, against_diagonal, base_layout, plotly_text
 
 HEIGHT = 360
 ENGINE_COLOR, SPECVIZ_COLOR, B_COLOR = "#f59e0b", PALETTE["accepted"], "#7c3aed"
-
-
-def _esc(text: str) -> str:
-    return html.escape(str(text), quote=False)
 
 
 def _series(run: EngineRun, other: EngineRun | None) -> list[tuple[str, str, list[int], list[int]]]:
@@ -88,7 +82,7 @@ def positions_figure(run: EngineRun, other: EngineRun | None = None) -> go.Figur
                     color=color,
                 ),
                 mode="lines+markers",
-                name=_esc(name),
+                name=plotly_text(name),
                 line=dict(color=color),
                 customdata=[[r.position, r.accepted, r.reached, r.lo, r.hi] for r in rows],
                 hovertemplate="position %{customdata[0]}: %{y:.1%} (%{customdata[1]} of %{customdata[2]} steps; "
@@ -111,7 +105,7 @@ def histogram_figure(run: EngineRun, other: EngineRun | None = None) -> go.Figur
             go.Bar(
                 x=list(range(len(counts))),
                 y=[c / total for c in counts],
-                name=_esc(name),
+                name=plotly_text(name),
                 marker_color=color,
                 customdata=counts,
                 hovertemplate="%{x} accepted: %{y:.1%} (%{customdata} steps)<extra></extra>",
@@ -152,8 +146,8 @@ def ab_figure(pair: RunPair) -> go.Figure:
         yanchor="top",
         font=dict(size=12, color="#334155"),
         bgcolor="rgba(255,255,255,0.8)",
-    )  # fmt: skip  (top left: the points lie along the diagonal)
-    sub = f"A: {_esc(pair.a)} · B: {_esc(pair.b)}"
+    )  # top left: the points lie along the diagonal
+    sub = f"A: {plotly_text(pair.a)} · B: {plotly_text(pair.b)}"
     return base_layout(fig, 420, "A/B: acceptance length per prompt", sub, legend_space=40)
 
 
@@ -163,7 +157,7 @@ def reasons_html(run: EngineRun) -> str:
     if not counts:
         return ""
     rows = "".join(
-        f"<tr><td class='n'>{counts[r]}</td><td><code>{r}</code></td><td>{_esc(REASONS[r])}</td></tr>"
+        f"<tr><td class='n'>{counts[r]}</td><td><code>{r}</code></td><td>{plotly_text(REASONS[r])}</td></tr>"
         for r in REASONS
         if counts.get(r)
     )

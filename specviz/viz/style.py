@@ -142,6 +142,11 @@ def bin_markers(
     )
 
 
+def plotly_text(text: object) -> str:
+    """`text` escaped once for plotly's titles, labels and hover text (only &, < and >)."""
+    return html.escape(str(text), quote=False)
+
+
 def against_diagonal(xs, ys, color: str, customdata, hovertemplate: str) -> go.Figure:
     """An A/B scatter: B against A per prompt, over the line where they are equal (from 1, the least either can be)."""
     top = max([v for v in (*xs, *ys) if v is not None] + [1.0]) * 1.05

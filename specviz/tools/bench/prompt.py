@@ -40,7 +40,7 @@ def run_one(
     """Decode one prompt with one setting; a record of plain values (`keep`: with the whole trace as a dict under
     "trace", for specviz's own methods)."""
     if s.kind == "engine":  # served elsewhere: none of specviz's kernels or heads apply
-        return _run_one(pair, prompt, s, temperature, max_new_tokens, seed, keep)
+        return engine_one(s, prompt.ids, prompt.text, temperature, max_new_tokens, seed)
     stock = s.kernels == "stock" or (s.kind == "hf" and not s.kernels)
     models = [lm.model for lm in pair.lms]
     with (
@@ -66,8 +66,6 @@ def head_only(lms):
 
 
 def _run_one(pair, prompt: Prompt, s: Setting, temperature: float, max_new_tokens: int, seed: int, keep: bool) -> dict:
-    if s.kind == "engine":
-        return engine_one(s, prompt.ids, prompt.text, temperature, max_new_tokens, seed)
     if s.kind == "hf":
         r = hf_generate(
             pair.target.model,

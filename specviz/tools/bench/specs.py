@@ -125,7 +125,7 @@ def parse_spec(full: str) -> Spec:
     if extend and not ("copy" in mods or name == "lookup"):
         raise ValueError(f"method spec {full!r}: '/E' (copies in all) needs the lookup method or +copy")
     parsed = Spec(full, spec, name, arg, extend, mods, rest[0] if rest else "", kern)
-    try:
+    try:  # every number in it parses
         parsed.number, parsed.k, int(extend or 0)
     except ValueError:
         raise ValueError(f"method spec {spec!r}: the part after ':' must be a number") from None
@@ -176,10 +176,17 @@ def _ours(s: Spec, cfg: BenchConfig) -> list[Setting]:
     ]
 
 
+def _hf_assist(s: Spec, cfg: BenchConfig) -> list[Setting]:
+    if s.k:
+        return [Setting(s.text, f"HF assisted, constant K={s.k}", "hf", "constant", s.k)]
+    return [Setting(s.text, "HF assisted, library defaults (dynamic: K<=20, confidence 0.4)", "hf", "dynamic")]
+
+
 # spec name -> its settings; `needs`: the method that must be available for it (None: always)
 BASES = {
     "chain": (None, _chain),
     "hf": (None, lambda s, cfg: [Setting("hf", "HF generate, target alone", "hf", "plain")]),
+    "hf-assist": (None, _hf_assist),
     "hf-lookup": (None, _hf("HF prompt lookup, K={k} (no draft model)", "lookup", 10)),
     "hf-heuristic": (None, _hf("HF assisted, heuristic schedule (start K={k})", "heuristic", 5)),
     "dyspec-level": ("dyspec", _dyspec_variant),
@@ -187,15 +194,6 @@ BASES = {
     "dyspec-lookup": ("dyspec", _dyspec_lookup),
     "lookup": ("lookup", _lookup),
 }
-
-
-def _hf_assist(s: Spec, cfg: BenchConfig) -> list[Setting]:
-    if s.k:
-        return [Setting(s.text, f"HF assisted, constant K={s.k}", "hf", "constant", s.k)]
-    return [Setting(s.text, "HF assisted, library defaults (dynamic: K<=20, confidence 0.4)", "hf", "dynamic")]
-
-
-BASES["hf-assist"] = (None, _hf_assist)
 
 
 def base_settings(s: Spec, cfg: BenchConfig, available) -> list[Setting]:
