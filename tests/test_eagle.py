@@ -54,8 +54,7 @@ def test_features_drive_the_draft_and_one_call_equals_many(copy):
     pair = eagle_pair(copy=copy)
     e = pair.eagle
     prompt = LOOPY if copy else PROMPT
-    pair.target.forward(prompt, rows=slice(0, 0))
-    f = pair.target.last_hidden
+    f = pair.target.forward(prompt, with_logits=False).hidden
     e.add_target_features(0, f[:-1])
     a = e.forward(prompt).logits  # one call, exact features
     e.reset()
@@ -85,8 +84,7 @@ def test_the_engine_reads_the_lookup_the_drafter_was_trained_with():
     pair = eagle_pair(copy=True)
     e = pair.eagle
     x = torch.tensor([LOOPY])
-    pair.target.forward(LOOPY, rows=slice(0, 0))
-    f = pair.target.last_hidden
+    f = pair.target.forward(LOOPY, with_logits=False).hidden
     e.add_target_features(0, f)
     got = e.forward(LOOPY).hidden
     with torch.inference_mode():
@@ -107,12 +105,12 @@ def test_the_engine_reads_the_lookup_the_drafter_was_trained_with():
 def test_a_drafter_with_the_copy_input_starts_as_the_one_it_widens():
     pair = eagle_pair()
     e = pair.eagle
-    pair.target.forward(LOOPY, rows=slice(0, 0))
-    e.add_target_features(0, pair.target.last_hidden)
+    f = pair.target.forward(LOOPY, with_logits=False).hidden
+    e.add_target_features(0, f)
     a = e.forward(LOOPY).logits
     add_copy_input(e.model, 3, gain=30.0)
     b = EagleLM(e.model)
-    b.add_target_features(0, pair.target.last_hidden)
+    b.add_target_features(0, f)
     torch.testing.assert_close(b.forward(LOOPY).logits, a)
     with pytest.raises(ValueError, match="copy"):
         eagle_inputs(e.model, torch.tensor([[1]]), torch.zeros(1, 1, e.hidden_size))
@@ -122,8 +120,7 @@ def test_a_drafter_with_the_copy_input_starts_as_the_one_it_widens():
 def test_tree_nodes_read_their_parents_prediction(copy):
     pair = eagle_pair(copy=copy)
     e = pair.eagle
-    pair.target.forward(PROMPT[:-1], rows=slice(0, 0))
-    e.add_target_features(0, pair.target.last_hidden)
+    e.add_target_features(0, pair.target.forward(PROMPT[:-1], with_logits=False).hidden)
     e.forward(PROMPT)  # root = PROMPT[-1] at slot 4
     root = e.length - 1
     # two children of the root in one forward, then a grandchild under the second child

@@ -60,7 +60,6 @@ def test_a_tapped_forward_adds_the_normed_middle_layers_and_keeps_the_hidden_sta
         hs = target.get_decoder()(input_ids=torch.tensor([PROMPT]), output_hidden_states=True).hidden_states
         for i, k in enumerate((1, 2)):
             assert torch.equal(b.features[:, (i + 1) * H : (i + 2) * H], target.get_decoder().norm(hs[k])[0])
-    assert torch.equal(tapped.last_features, b.features)
     # the rows of a later call over the cache, and a tree, carry their taps too
     assert tapped.forward([7, 8], parents=[-1, -1]).features.shape == (2, 3 * H)
 
@@ -75,8 +74,7 @@ def test_taps_are_checked():
 def test_a_tapped_drafter_starts_as_the_one_it_widens_and_reads_zero_taps_after_a_drafted_parent():
     pair = tapped_pair()
     e = pair.eagle
-    pair.target.forward(PROMPT, rows=slice(0, 0))
-    f = pair.target.last_features
+    f = pair.target.forward(PROMPT, with_logits=False).features
     H = e.hidden_size
     e.add_target_features(0, f[:-1])
     a = e.forward(PROMPT).logits
@@ -102,12 +100,11 @@ def test_a_tapped_drafter_starts_as_the_one_it_widens_and_reads_zero_taps_after_
 def test_a_token_after_a_drafted_parent_reads_its_prediction_and_zero_taps():
     pair = tapped_pair(copy=False)
     e = pair.eagle
-    pair.target.forward(PROMPT, rows=slice(0, 0))
-    e.add_target_features(0, pair.target.last_features[:-1])
+    e.add_target_features(0, pair.target.forward(PROMPT, with_logits=False).features[:-1])
     e.forward(PROMPT)
     e.forward([11])  # a drafted token
     f_hat = e._out[e.length - 1 : e.length]
-    got = e._inputs(torch.tensor([[12]]), None, None, e.length)["inputs_embeds"]
+    got = e._inputs([12], torch.tensor([[12]]), None, None, e.length)[0]["inputs_embeds"]
     want = eagle_inputs(e.model, torch.tensor([[12]]), with_zero_taps(f_hat, 3 * e.hidden_size)[None])
     assert torch.equal(got, want)
     with pytest.raises(ValueError, match="taps beside f"):
@@ -142,9 +139,8 @@ def test_the_cache_reads_the_targets_taps_of_committed_tokens():
         committed += r.emitted
         assert bool(e._exact[: e.length].all())
     pair.target.reset()
-    pair.target.forward(committed[:-1], rows=slice(0, 0))
     n = e.n_target
-    torch.testing.assert_close(e.tfeat[:n], pair.target.last_features[:n])
+    torch.testing.assert_close(e.tfeat[:n], pair.target.forward(committed[:-1], with_logits=False).features[:n])
 
 
 def test_sampled_tokens_follow_the_target_with_a_tapped_drafter():
@@ -211,8 +207,7 @@ def test_training_features_are_the_engines(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f-u1.safetensors", "f-u2.safetensors", "f.safetensors"]
     for s, ids in enumerate(seqs):
         pair.target.reset()
-        pair.target.forward(ids, rows=slice(0, 0))
-        want = pair.target.last_features.to(torch.bfloat16).float()
+        want = pair.target.forward(ids, with_logits=False).features.to(torch.bfloat16).float()
         torch.testing.assert_close(got[starts[s] : starts[s + 1]], want, atol=2e-2, rtol=2e-2)
     again = target_features(pair.target.model, data, tmp_path / "f.safetensors", taps=(1, 2)).float()
     assert torch.equal(again, got)

@@ -177,13 +177,13 @@ class TableLM:
     def key(self, a, b):
         return a * self.vocab_size + b
 
-    def forward(self, ids, parents=None, rows=None):
+    def forward(self, ids, parents=None, rows=None, with_logits=True):
         assert parents is None or list(parents) == list(range(-1, len(ids) - 1))
         start = len(self.ctx)
         self.ctx += list(ids)
         keys = torch.tensor([self.key(self.ctx[max(i - 1, 0)], self.ctx[i]) for i in range(start, len(self.ctx))])
-        out = Forward(self.feats[keys], self.table[keys])
-        return out if rows is None else Forward(out.hidden[rows], out.logits[rows])
+        keys = keys if rows is None else keys[rows]
+        return Forward(self.feats[keys], self.table[keys] if with_logits else None)
 
 
 @pytest.mark.parametrize("lag", [True, False])

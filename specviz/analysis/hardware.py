@@ -37,7 +37,7 @@ def measure_curve(
     """
     now = time.perf_counter if clock == "wall" else time.process_time
     lm.reset()
-    lm.forward(list(context), rows=slice(0, 0))
+    lm.forward(list(context), with_logits=False)
     base = lm.length
     ids = [int(t) for t in context[-max(sizes) :]] * (max(sizes) // max(1, len(context)) + 1)
     times: dict[int, list[float]] = {n: [] for n in sizes}

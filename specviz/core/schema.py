@@ -41,6 +41,12 @@ class Record(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
+class CopyRating(Record):
+    prior: Prob
+    q: Prob
+    token: TokenId
+
+
 class Tree(Record):
     tokens: list[TokenId] = Field(min_length=1, max_length=MAX_TREE_NODES)
     parents: list[int] = Field(max_length=MAX_TREE_NODES)
@@ -74,6 +80,7 @@ class Round(Record):
     threshold: Prob | None = None
     stop_reason: Literal["threshold", "k_max", "eos", "budget"] | None = None
     hindsight_k: Count | None = None
+    copy_rating: CopyRating | None = None
     u: list[Prob | None] | None = Field(None, max_length=MAX_TREE_NODES)
     judged: list[Annotated[list[Mass], Field(min_length=2, max_length=2)] | None] | None = Field(
         None, max_length=MAX_TREE_NODES

@@ -99,6 +99,9 @@ class RoundTrace:
     threshold: float | None = None
     stop_reason: str | None = None
     hindsight_k: int | None = None
+    # a tree grower's round with a copy: {"prior": alpha_1, "q": the draft's probability, "token"} of its first
+    # copied token (what `specviz copy-calibration` fits)
+    copy_rating: dict | None = None
     u: tuple[float | None, ...] | None = None  # per node, the uniform draw it was judged with (sampled runs)
     # sampled runs: per judged node, [R(y), D(y)] when it was judged (the residual's and the proposal's probability
     # of its token; D = 1 for a copied node): accepted iff u D(y) < R(y), the verifier's own comparison
@@ -204,6 +207,7 @@ def _trace_from_dict(d: dict) -> GenerationTrace:
             threshold=r.threshold,
             stop_reason=r.stop_reason,
             hindsight_k=r.hindsight_k,
+            copy_rating=None if r.copy_rating is None else r.copy_rating.model_dump(),
             u=_tuple(r.u),
             judged=_tuple(r.judged),
             q_top=_tuple(r.q_top),

@@ -55,10 +55,11 @@ def iter_rounds(
     committed = list(prompt_ids)
     target.reset()
     drafter.begin(committed)
-    if len(committed) > 1:
-        target.forward(committed[:-1], rows=slice(0, 0))  # prefill: cache = committed[:-1]
-        if drafter.wants_target_features:
-            drafter.see_target(0, target.last_features)
+    feeds = drafter.wants_target_features  # a feature drafter reads the target's features of every committed token
+    if len(committed) > 1:  # the prefill: cache = committed[:-1]
+        prefill = target.forward(committed[:-1], with_logits=False)
+        if feeds:
+            drafter.see_target(0, prefill.features)
     new, index, clock = 0, 0, PhaseClock(target.device)
     while new < run.max_new_tokens and (forced is None or index < len(forced)):
         remaining = run.max_new_tokens - new
@@ -75,62 +76,79 @@ def iter_rounds(
         probs = warp(logits, s)  # (n, V)
         clock.mark()
         # 3. verify (its verdict reaching the host is the round's sync)
-        if s.greedy:
-            verdict = verify_greedy(tree, rowstats.argmax(logits))
-        else:
-            verdict = verify_sampled(tree, probs, prop.proposals, rng, prop.copied)
+        verdict = (
+            verify_greedy(tree, rowstats.argmax(logits))
+            if s.greedy
+            else verify_sampled(tree, probs, prop.proposals, rng, prop.copied)
+        )
         tops = (
             round_tops(tree, probs, prop.dists, verdict.residuals, prop.copied, run.record_top)
             if run.record_top
             else {}
         )
-        p_nodes = [None] + probs[
-            torch.tensor(tree.parents[1:], dtype=torch.long), torch.tensor(tree.tokens[1:], dtype=torch.long)
-        ].tolist()
+        p = node_probs(tree, probs)
         draft_ms, verify_ms = clock.spans_ms()
         # 4. commit: the accepted path stays in the target cache, truncated at EOS / budget
         if forced is None:
-            emitted = verdict.emitted[:remaining]
-            for i, t in enumerate(emitted):
-                if t in eos:
-                    emitted = emitted[: i + 1]
-                    break
-            kept = verdict.accepted_path
+            emitted, kept = until_eos(verdict.emitted[:remaining], eos), verdict.accepted_path
         else:
             emitted = list(forced[index])
             kept = tree.path_of(emitted[:-1])
         target.keep([*range(ctx + 1), *(ctx + i for i in kept)])
+        past_tree = None
         if len(kept) < len(emitted) - 1:  # forced tokens past the tree's matching path: into the cache too
-            target.forward(emitted[len(kept) : -1], rows=slice(0, 0))
+            past_tree = target.forward(emitted[len(kept) : -1], with_logits=False)
         committed += emitted
         new += len(emitted)
         rnd = RoundTrace(
             index=index,
             context_len=ctx + 1,
             tree=tree,
-            status=tuple(verdict.status),
-            p=tuple(p_nodes),
-            accepted_path=tuple(verdict.accepted_path),
+            p=p,
             emitted=tuple(emitted),
-            correction=verdict.correction,
             draft_ms=draft_ms,
             verify_ms=verify_ms,
             draft_forwards=prop.draft_forwards,
             copied=tuple(sorted(prop.copied)) or None,
-            u=None if verdict.u is None else tuple(verdict.u),
-            judged=None if verdict.judged is None else tuple(None if j is None else list(j) for j in verdict.judged),
+            **verdict_fields(verdict),
             **tops,
             **(prop.growth if run.record_top else {}),
             **prop.info,
         )
         # 5. let the drafter fix its cache and adapt (a feature drafter first reads the accepted path's features)
-        if drafter.wants_target_features:
+        if feeds:
             drafter.see_target(ctx, fwd.features[[0, *kept]])
-            if len(kept) < len(emitted) - 1:
-                drafter.see_target(ctx + 1 + len(kept), target.last_features)
+            if past_tree is not None:
+                drafter.see_target(ctx + 1 + len(kept), past_tree.features)
         drafter.observe(rnd if forced is None else replace(rnd, accepted_path=tuple(kept)), committed)
         rnd = replace(rnd, overhead_ms=(time.perf_counter() - t0) * 1e3 - draft_ms - verify_ms)
         index += 1
         yield rnd
         if emitted and emitted[-1] in eos:
             return
+
+
+def node_probs(tree, probs: torch.Tensor) -> tuple[float | None, ...]:
+    """p of each node's token under its parent's row of `probs` (None at the root)."""
+    parents = torch.tensor(tree.parents[1:], dtype=torch.long)
+    return (None, *probs[parents, torch.tensor(tree.tokens[1:], dtype=torch.long)].tolist())
+
+
+def until_eos(emitted: Sequence[int], eos) -> list[int]:
+    """`emitted` up to and with its first EOS token."""
+    for i, t in enumerate(emitted):
+        if t in eos:
+            return list(emitted[: i + 1])
+    return list(emitted)
+
+
+def verdict_fields(verdict) -> dict:
+    """A verdict's RoundTrace fields: each node's status, the accepted path, the correction and, for sampled runs,
+    each node's uniform draw and the [R(y), D(y)] it was judged by."""
+    return {
+        "status": tuple(verdict.status),
+        "accepted_path": tuple(verdict.accepted_path),
+        "correction": verdict.correction,
+        "u": None if verdict.u is None else tuple(verdict.u),
+        "judged": None if verdict.judged is None else tuple(None if j is None else list(j) for j in verdict.judged),
+    }

@@ -302,7 +302,9 @@ class EagleLM(LM):
         """The target's f_t (H,) of a position it has run (without the taps beside it)."""
         return self.tfeat[t, : self.hidden_size]
 
-    def _inputs(self, input_ids, parents, visible, past) -> dict:
+    def _inputs(self, ids, input_ids, parents, visible, past) -> tuple[dict, torch.Tensor]:
+        """Also: which new slots read an exact feature (the target's, or none before the first token), for
+        `_after_forward`."""
         n, n_t = input_ids.shape[1], self.n_target
         if parents is None and visible is None:  # a chain on top of the cache
             src = torch.arange(past - 1, past + n - 1)
@@ -323,7 +325,7 @@ class EagleLM(LM):
         # (selected on the host and gathered on the device: nothing here waits for the device)
         use_t = (src >= 0) & (src < n_t)
         use_o = (src >= n_t) & (src < past)
-        self._pending_exact = (src < 0) | use_t
+        exact = (src < 0) | use_t
         dev = self.device
         feats = torch.where(
             to_device(use_t, dev)[:, None],
@@ -334,12 +336,8 @@ class EagleLM(LM):
                 torch.zeros((), dtype=self.dtype, device=dev),
             ),
         )
-        copy = self._lookups(self._new_ids, src.tolist(), past) if self.max_ngram else None  # host lists
-        return {"inputs_embeds": eagle_inputs(self.model, input_ids, feats[None], copy)}
-
-    def forward(self, ids, *args, **kwargs):
-        self._new_ids = [int(t) for t in ids]  # the copy input reads them on the host
-        return super().forward(ids, *args, **kwargs)
+        copy = self._lookups(ids, src.tolist(), past) if self.max_ngram else None  # host lists
+        return {"inputs_embeds": eagle_inputs(self.model, input_ids, feats[None], copy)}, exact
 
     def _lookups(self, ids: list[int], src: list[int], past: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The copy input of each new token: the lookup over the n-grams of the committed tokens the target has
@@ -365,13 +363,12 @@ class EagleLM(LM):
             to_device(torch.tensor([ns], dtype=torch.long), self.device),
         )
 
-    def _after_forward(self, hidden) -> None:
-        super()._after_forward(hidden)
+    def _after_forward(self, hidden, exact) -> None:
         n, end = len(hidden), self.length
         start = end - n
         self._out, self._exact = _fit(self._out, end), _fit(self._exact, end)
         self._out[start:end] = hidden
-        self._exact[start:end] = self._pending_exact
+        self._exact[start:end] = exact
 
     def keep(self, positions: Sequence[int]) -> None:
         """After a round: keep the leading run of `positions` that read exact features, drop the rest.

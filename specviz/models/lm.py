@@ -19,15 +19,17 @@ import torch
 from specviz import kernels
 from specviz.core.device import dispatched, execution_device, to_device
 from specviz.models import direct, family, graphs, kvcache
+from specviz.models.support import Support
 
 
 @dataclass
 class Forward:
-    """Result of one forward: post-norm hidden states (n, H) and logits (n, V) of the requested rows, and the
-    features a feature drafter reads (n, H (1 + m)): the hidden states and the LM's `taps` beside them."""
+    """Result of one forward: post-norm hidden states (n, H) and logits (n, V) of the requested rows (None where
+    none were asked for), and the features a feature drafter reads (n, H (1 + m)): the hidden states and the LM's
+    `taps` beside them."""
 
     hidden: torch.Tensor
-    logits: torch.Tensor
+    logits: torch.Tensor | None
     features: torch.Tensor | None = None
 
     def __post_init__(self):
@@ -78,7 +80,7 @@ class LM:
         self.model = model.eval()
         # few-row matmuls as tall-skinny gemms (CPU fp32; see specviz.kernels.linear); `half_rows`, for a draft whose
         # model no target shares: its one-row steps over fp16 weights (the reduced head's rows mirrored in
-        # `_support_half`)
+        # `Support.half`)
         skinny = kernels.install(model, half_rows) > 0
         self._linear = kernels.skinny_linear if skinny else torch.nn.functional.linear
         self.name = name
@@ -95,18 +97,12 @@ class LM:
         self.head = model.get_output_embeddings()
         self.layout = family.layout(model)  # each layer's attention window (ValueError: a model not verifiable)
         (self.logit_mul, self.logit_div), self.softcap = family.logit_scale(model.config), family.softcap(model.config)
-        self.head_ids = None
         self.context_vocab = context_vocab and head_ids is not None
-        if head_ids is not None:
-            self.head_ids = head_ids.to(self.device).long()
-            self.head_weight = self.head.weight.index_select(0, self.head_ids).contiguous()  # (Vsub, H)
-            self.head_half = self.head_weight.detach().half() if kernels.halves(self.head) else None
-            self.head_int8 = kernels.quantize_rows(self.head_weight) if kernels.int8s(self.head) else None
-            self._head_mask = torch.zeros(self.vocab_size, dtype=torch.bool, device=self.device)
-            self._head_mask[self.head_ids] = True
+        ids = None if head_ids is None else head_ids.to(self.device).long()
+        self.reduced = None if ids is None else Support(self.head, ids, self.context_vocab)  # the head's rows
+        self.head_ids = ids
         self.taps: tuple[int, ...] = ()  # layers whose normed outputs `features` carries (`tap`)
         self._set_cache(kv_cache, cuda_graphs)
-        self._reset_support()
         self.forwards = 0
         self.forward_ms = 0.0  # wall time spent in forward() (model body + output layer); CPU-exact
 
@@ -133,7 +129,7 @@ class LM:
 
     def tap(self, layers: Sequence[int]) -> None:
         """From now on, return beside each forward's hidden states the final norm over the output of its first k
-        layers, k in `layers` (ascending, 1 .. L - 1), as `Forward.features` and `last_features`: what a feature
+        layers, k in `layers` (ascending, 1 .. L - 1), as `Forward.features`: what a feature
         drafter that taps them reads (models.eagle.add_feature_taps)."""
         layers = checked_taps(layers, self.config.num_hidden_layers)
         if layers != self.taps:
@@ -143,7 +139,8 @@ class LM:
 
     def reset(self) -> None:
         self.cache = kvcache.emptied(self.cache, self.config, self.kv_cache)
-        self._reset_support()
+        if self.reduced is not None:
+            self.reduced.reset()
 
     @property
     def half_rows(self) -> bool:
@@ -155,56 +152,7 @@ class LM:
     @property
     def support(self) -> torch.Tensor | None:
         """Token ids outside which this LM's q is zero (None: the whole vocabulary); only grows until `reset`."""
-        return self._support_ids[: self._n_support] if self.head_ids is not None else None
-
-    def _reset_support(self) -> None:
-        if self.head_ids is None:
-            return
-        self._n_support = len(self.head_ids)  # a widened buffer keeps head_ids / head_weight in front
-        if not hasattr(self, "_support_ids"):
-            self._support_ids, self._support_weight, self._support_half = (
-                self.head_ids,
-                self.head_weight,
-                self.head_half,
-            )
-            self._support_int8 = self.head_int8
-        if self.context_vocab:
-            self._in_support = torch.zeros(self.vocab_size, dtype=torch.bool)
-            self._in_support[self.head_ids.cpu()] = True
-
-    def _widen_support(self, ids: Sequence[int]) -> None:
-        """Add the fed tokens `ids` that are not in the support yet (rows appended in place, buffers grown x2)."""
-        idt = torch.as_tensor(list(ids), dtype=torch.long)
-        new = idt[~self._in_support[idt]].unique()
-        if not len(new):
-            return
-        self._in_support[new] = True
-        n, m = self._n_support, self._n_support + len(new)
-        if m > len(self._support_ids) or self._support_ids is self.head_ids:
-            cap = max(m, len(self.head_ids) + 256, 2 * len(self._support_ids) - len(self.head_ids))
-            ids_buf = self.head_ids.new_empty(cap)
-            w_buf = self.head_weight.new_empty(cap, self.head_weight.shape[1])
-            ids_buf[:n], w_buf[:n] = self._support_ids[:n], self._support_weight[:n]
-            self._support_ids, self._support_weight = ids_buf, w_buf
-            if self.head_half is not None:
-                self._support_half = torch.cat(
-                    [self._support_half[:n], self._support_half.new_empty(cap - n, w_buf.shape[1])]
-                )
-            if self.head_int8 is not None:
-                w8, sc = self._support_int8
-                self._support_int8 = (
-                    torch.cat([w8[:n], w8.new_empty(cap - n, w8.shape[1])]),
-                    torch.cat([sc[:n], sc.new_empty(cap - n)]),
-                )
-        new = to_device(new, self.device)
-        self._support_ids[n:m] = new
-        self._support_weight[n:m] = self.head.weight.index_select(0, new)
-        if self.head_half is not None:
-            self._support_half[n:m] = self._support_weight[n:m]
-        if self.head_int8 is not None:
-            w8, sc = kernels.quantize_rows(self._support_weight[n:m])
-            self._support_int8[0][n:m], self._support_int8[1][n:m] = w8, sc
-        self._n_support = m
+        return None if self.reduced is None else self.reduced.ids[: self.reduced.n]
 
     def crop(self, n: int) -> None:
         """Keep the first n cached positions."""
@@ -237,6 +185,7 @@ class LM:
         parents: Sequence[int] | None = None,
         rows: slice | Sequence[int] | None = None,
         visible: torch.Tensor | None = None,
+        with_logits: bool = True,
     ) -> Forward:
         """Run `ids` on top of the cache and append them to it.
 
@@ -244,43 +193,20 @@ class LM:
         sequence; rows: which rows to return logits for (default all); visible: (n, past) bool, the cached
         positions each token with local parent -1 attends to (default all). A tree drafter whose cache holds
         several branches uses it to show a node only the prefix and its own ancestors; a token's position
-        id is then the number of positions it attends to, minus one.
+        id is then the number of positions it attends to, minus one. Without `with_logits`, the rows' hidden states
+        and features alone (a prefill whose features a drafter reads).
         """
         t0 = time.perf_counter()
+        ids = [int(t) for t in ids]
         if self.context_vocab:
-            self._widen_support(ids)
+            self.reduced.grow(ids)  # the context's tokens join the support
         n, past = len(ids), self.length
-        input_ids = to_device(torch.tensor([list(ids)], dtype=torch.long), self.device)  # (1, n)
-        is_chain = parents is None or all(p == i - 1 for i, p in enumerate(parents))
         b = graphs.bucket(n) if self.graphs is not None else n  # rows run: n, or n padded to its bucket
         self.cache = kvcache.reserve(self.cache, past + b)
-        width = kvcache.capacity(self.cache)  # a fixed cache is read whole: its mask hides the unfilled slots
-        if is_chain and visible is None and width is None and not self.layout.slides:
-            pos = torch.arange(past, past + n, device=self.device)[None]  # (1, n)
-            mask = None
-        else:
-            allow = self._tree_allow(parents or list(range(-1, n - 1)), past, visible, width, b)  # (b, width)
-            pos = to_device((allow.sum(-1) - 1)[None], self.device)  # (1, b)
-            mask = self._masks(allow)
-        inputs = self._inputs(input_ids, parents, visible, past)
-        if b > n:
-            inputs = graphs.pad(inputs, b)
-        if self.graphs is not None and b <= graphs.MAX_WIDTH and self.device.type == "cuda":
-            h = self.graphs(self.cache, inputs, pos, mask)[0]
-        elif self.direct and not self.base.training:
-            h = direct.forward(self.base, pos, mask, self.cache, taps=self.taps, **inputs)[0]  # (b, H (1 + m))
-        else:
-            out = self.base(
-                **inputs,
-                position_ids=pos,
-                attention_mask=mask,
-                cache=self.cache,
-                use_cache=True,
-                output_hidden_states=bool(self.taps),
-            )
-            h = direct.with_taps(self.base, out, self.taps)[0]  # (b, H (1 + m))
-            if self.dispatched:  # the last layer's device: back to the inputs'
-                h = h.to(self.device)
+        pos, mask = self._placement(n, b, parents, past, visible)
+        input_ids = to_device(torch.tensor([ids], dtype=torch.long), self.device)  # (1, n)
+        inputs, state = self._inputs(ids, input_ids, parents, visible, past)
+        h = self._body(graphs.pad(inputs, b) if b > n else inputs, pos, mask)  # (b, H (1 + m))
         if self.graphs is not None:  # the pad rows' slots are dropped (and a replayed graph moved no host length)
             h = h[:n]
             self.cache.set_length(past + n)
@@ -288,14 +214,41 @@ class LM:
         feats = h
         if self.taps:
             h = h[:, : self.config.hidden_size]
-        self._after_forward(h)
-        self.last_features = feats  # every row, the taps beside the hidden states
+        self._after_forward(h, state)
         if rows is not None:  # without taps the features are the hidden states: one gather
             h = h[rows]
             feats = feats[rows] if self.taps else h
-        fwd = Forward(hidden=h, logits=self.logits(h), features=feats)
+        fwd = Forward(hidden=h, logits=self.logits(h) if with_logits else None, features=feats)
         self.forward_ms += (time.perf_counter() - t0) * 1e3
         return fwd
+
+    def _placement(self, n: int, b: int, parents, past: int, visible) -> tuple[torch.Tensor, object]:
+        """The position ids (1, b) of `b` rows (n new tokens, then pads) and their attention mask(s): None for a
+        chain on a growing cache of full-attention layers (the model's own causal mask), else from the tree."""
+        is_chain = parents is None or all(p == i - 1 for i, p in enumerate(parents))
+        width = kvcache.capacity(self.cache)  # a fixed cache is read whole: its mask hides the unfilled slots
+        if is_chain and visible is None and width is None and not self.layout.slides:
+            return torch.arange(past, past + n, device=self.device)[None], None
+        allow = self._tree_allow(parents or list(range(-1, n - 1)), past, visible, width, b)  # (b, width)
+        return to_device((allow.sum(-1) - 1)[None], self.device), self._masks(allow)
+
+    def _body(self, inputs: dict, pos: torch.Tensor, mask) -> torch.Tensor:
+        """The model body over the cache: (b, H (1 + m)) normed hidden states and taps, on this LM's device. One of
+        three paths: a CUDA graph's replay, the layer-by-layer Llama stack (models.direct), the model's own call."""
+        if self.graphs is not None and pos.shape[1] <= graphs.MAX_WIDTH and self.device.type == "cuda":
+            return self.graphs(self.cache, inputs, pos, mask)[0]
+        if self.direct and not self.base.training:
+            return direct.forward(self.base, pos, mask, self.cache, taps=self.taps, **inputs)[0]
+        out = self.base(
+            **inputs,
+            position_ids=pos,
+            attention_mask=mask,
+            cache=self.cache,
+            use_cache=True,
+            output_hidden_states=bool(self.taps),
+        )
+        h = direct.with_taps(self.base, out, self.taps)[0]
+        return h.to(self.device) if self.dispatched else h  # a dispatched body ends on its last layer's device
 
     # -- hooks for drafters that read more than token ids (models.eagle.EagleLM) ---------------------
     wants_target_features = False
@@ -303,11 +256,13 @@ class LM:
     def add_target_features(self, start: int, hidden: torch.Tensor) -> None:
         """The target's post-norm hidden states of committed positions start, start+1, ... (ignored here)."""
 
-    def _inputs(self, input_ids: torch.Tensor, parents, visible, past: int) -> dict:
-        return {"input_ids": input_ids}
+    def _inputs(self, ids: list[int], input_ids: torch.Tensor, parents, visible, past: int) -> tuple[dict, object]:
+        """The model's inputs for the new tokens `ids` ((1, n) `input_ids` on the device), and what `_after_forward`
+        needs of this forward besides its hidden states."""
+        return {"input_ids": input_ids}, None
 
-    def _after_forward(self, hidden: torch.Tensor) -> None:
-        self.last_hidden = hidden  # every row of the last forward (the prefill's, for feature drafters)
+    def _after_forward(self, hidden: torch.Tensor, state: object) -> None:
+        """Every row's hidden states (n, H) of the forward just run, and what its `_inputs` returned beside them."""
 
     def logits(self, h: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
         """(n, H) hidden -> (n, V) fp32 logits over the full vocabulary, -inf outside the support. `context` (n, V)
@@ -316,18 +271,18 @@ class LM:
         if self.head_ids is None:
             x = self.head(h).float()
         elif context is not None and self.context_vocab:
-            x = self.head(h).float().masked_fill(~(context.to(h.device) | self._head_mask), float("-inf"))
+            x = self.head(h).float().masked_fill(~(context.to(h.device) | self.reduced.mask), float("-inf"))
         else:
-            n = self._n_support
-            if self.head_half is not None and kernels.halves(self.head) and kernels.one_row(h):
-                sub = kernels.half_row_linear(h, self._support_weight[:n], self._support_half[:n]).float()
-            elif self.head_int8 is not None and kernels.int8s(self.head) and kernels.few_rows(h):
-                w8, sc = self._support_int8
-                sub = kernels.int8_linear(h, self._support_weight[:n], w8[:n], sc[:n]).float()
+            r, n = self.reduced, self.reduced.n
+            if r.half is not None and kernels.halves(self.head) and kernels.one_row(h):
+                sub = kernels.half_row_linear(h, r.weight[:n], r.half[:n]).float()
+            elif r.int8 is not None and kernels.int8s(self.head) and kernels.few_rows(h):
+                w8, sc = r.int8
+                sub = kernels.int8_linear(h, r.weight[:n], w8[:n], sc[:n]).float()
             else:
-                sub = self._linear(h, self._support_weight[:n]).float()  # (n, Vsub)
+                sub = self._linear(h, r.weight[:n]).float()  # (n, Vsub)
             x = torch.full((h.shape[0], self.vocab_size), float("-inf"), device=h.device)
-            x[:, self._support_ids[:n]] = sub
+            x[:, r.ids[:n]] = sub
         if self.logit_mul != 1.0:  # the family's own scales, in its order (models.family)
             x = x * self.logit_mul
         if self.logit_div != 1.0:

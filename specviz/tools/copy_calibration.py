@@ -39,9 +39,9 @@ def copy_ratings(pair, prompts: Sequence[Sequence[int]], run: RunConfig, progres
         rng = make_rng(run.sampling.seed + i, pair.target.device)
         drafter = make_drafter(run, pair, rng)
         for rnd in iter_rounds(pair, ids, run, drafter, rng):
-            tree = getattr(drafter, "last_tree", None)  # the round's tree (a tree method's GrowingTree)
-            if tree is not None and tree.copy_rating is not None and rnd.emitted:
-                rows.append((*tree.copy_rating, rnd.emitted[0] == tree.copy_toks[0]))
+            c = rnd.copy_rating
+            if c is not None and rnd.emitted:
+                rows.append((c["prior"], c["q"], rnd.emitted[0] == c["token"]))
     return rows
 
 

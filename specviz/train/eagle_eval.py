@@ -34,8 +34,7 @@ def evaluate(pair, eagle, data: Distill, max_k: int = max(KS)) -> dict:
         ids, P, _ = data.sequence(s)
         ids = ids.tolist()
         pair.target.reset()
-        pair.target.forward(ids, rows=slice(0, 0))
-        f = pair.target.last_features
+        f = pair.target.forward(ids, with_logits=False).features
         eagle.reset()
         m = []
         for i in range(len(ids) - P):  # a round whose root is position P - 1 + i
@@ -43,7 +42,7 @@ def evaluate(pair, eagle, data: Distill, max_k: int = max(KS)) -> dict:
             eagle.add_target_features(0, f[:root])  # what the engine knows: committed[:-1]
             eagle.crop(root)
             if eagle.length < root:
-                eagle.forward(ids[eagle.length : root], rows=slice(0, 0))
+                eagle.forward(ids[eagle.length : root], with_logits=False)
             logits = eagle.forward([ids[root]]).logits[-1]
             run, K = 0, min(max_k, len(ids) - 1 - root)
             for k in range(K):

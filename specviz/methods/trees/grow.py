@@ -83,7 +83,6 @@ class TreeDrafter(DraftLMDrafter):
     curve: dict | None = None  # the target's verify curve: copies past the budget (lookup.extend_to)
     index: NgramIndex | None = None
     record_frontier: int = 0  # growers that choose where to draw: keep this many best slots per step (0: none)
-    last_tree: GrowingTree | None = None  # the tree `start` made last
 
     def begin(self, prompt_ids):
         super().begin(prompt_ids)
@@ -113,7 +112,6 @@ class TreeDrafter(DraftLMDrafter):
         tree.copy_rating = (tree.copy_alpha[0], 1.0 - tree.scale[0]) if tree.copy_toks else None
         if tree.copy_rating and self.sampling.greedy and self.lookup.draft_rated:
             tree.copy_alpha = calibrated(tree.copy_alpha, tree.copy_rating[1])
-        self.last_tree = tree
         return tree
 
     def extend_copies(self, tree: GrowingTree) -> None:
@@ -190,4 +188,10 @@ class TreeDrafter(DraftLMDrafter):
         if self.record_frontier and len(tree.steps) == len(tree.added):
             growth["frontier"] = tuple(tree.steps)
         dists = {u: tree.D[u] for u in sorted(drew)}
-        return Proposal(draft, props, tree.draft_forwards, copied=frozenset(tree.copied), dists=dists, growth=growth)
+        info = {}
+        if tree.copy_rating is not None:
+            prior, q = (round(float(x), 6) for x in tree.copy_rating)
+            info["copy_rating"] = {"prior": prior, "q": q, "token": int(tree.copy_toks[0])}
+        return Proposal(
+            draft, props, tree.draft_forwards, info, copied=frozenset(tree.copied), dists=dists, growth=growth
+        )
