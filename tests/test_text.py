@@ -37,6 +37,24 @@ def test_pieces_join_to_the_decode_at_every_length(tok):
     assert Detokenizer(tok).pieces(ids) == by_prefixes(tok, ids)
 
 
+def test_a_live_view_decodes_short_windows_only(tok):
+    """Unchecked (a live trace), a growing output costs decodes of a few ids a new token, never the whole output;
+    the finished run's check gives the same pieces."""
+    ids = tok(MIXED * 4)["input_ids"]
+    widths = []
+
+    class Counting:
+        def decode(self, xs):
+            widths.append(len(xs))
+            return tok.decode(xs)
+
+    d = Detokenizer(Counting())
+    for n in range(1, len(ids) + 1, 3):
+        d.pieces(ids[:n], checked=False)
+    assert max(widths) <= 8 < len(ids) // 4
+    assert d.pieces(ids) == Detokenizer(tok).pieces(ids) and max(widths) == len(ids)
+
+
 def test_pieces_join_to_the_decode_for_any_ids(tok):
     rng = random.Random(0)
     for _ in range(200):

@@ -1,6 +1,7 @@
-"""What the page decodes: one method as a stream of traces, the cached autoregressive baseline of the same prompt,
-a race of methods and a prompt set, each yielding after every round so a caller can stop between any two. Traces
-are timed inside the decode loop only, so tokens/s excludes the time a caller spends drawing between rounds."""
+"""What the page decodes: one method round by round, the cached autoregressive baseline of the same prompt, a race
+of methods and a prompt set, each yielding after every round so a caller can stop between any two. A decode yields
+its `TraceBuilder`: a caller builds a trace (`.trace()`) only when it draws one. Runs are timed inside the decode
+loop only, so tokens/s excludes the time a caller spends drawing between rounds."""
 
 from __future__ import annotations
 
@@ -27,28 +28,30 @@ _baselines: OrderedDict[tuple, GenerationTrace] = OrderedDict()
 
 
 @gpu(duration=lambda prompt, run, model: seconds_for(run))
-def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[GenerationTrace]:
-    """Decode `prompt` with `run.method`, yielding the trace so far after every verified round."""
+def stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[TraceBuilder]:
+    """Decode `prompt` with `run.method`, yielding the run's builder after every verified round (its `trace()` is
+    the rounds so far, timed by the decode alone)."""
     pair = held.loaded(model)
     with held.hold():
         ids = encode_prompt(pair.tokenizer, prompt)
         t0 = time.perf_counter()
         drafter, rng = prepare(pair, run)
-        build, spent = TraceBuilder(pair, drafter, ids, run, prompt), time.perf_counter() - t0
+        build = TraceBuilder(pair, drafter, ids, run, prompt)
+        build.ms = (time.perf_counter() - t0) * 1e3
         it = iter_rounds(pair, ids, run, drafter, rng)
         while True:
             t0 = time.perf_counter()
             with held.no_collector():
                 rnd = next(it, None)
-            spent += time.perf_counter() - t0
+            build.ms += (time.perf_counter() - t0) * 1e3
             if rnd is None:
                 return
             build.add(rnd)
-            yield build.trace(spent * 1e3)
+            yield build
 
 
 def last(items: Iterable):
-    """The last item of `items` (None when empty): a stream's last trace is the whole run."""
+    """The last item of `items` (None when empty): a stream's last builder holds the whole run."""
     out = None
     for item in items:
         out = item
@@ -56,18 +59,16 @@ def last(items: Iterable):
 
 
 def run_to_end(prompt: str, run: RunConfig, model: ModelConfig) -> GenerationTrace:
-    return last(stream(prompt, run, model))
+    return last(stream(prompt, run, model)).trace()
 
 
-def baseline_stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[GenerationTrace]:
-    """Autoregressive decoding of the same prompt with the same sampling and length, yielding the trace so far after
-    every round (so a caller can stop it between any two); the last one is the whole run, and it is cached."""
+def baseline_stream(prompt: str, run: RunConfig, model: ModelConfig) -> Iterator[GenerationTrace | None]:
+    """Autoregressive decoding of the same prompt with the same sampling and length: None after every round (so a
+    caller can stop it between any two), then the whole run's trace, which is cached."""
     key = (model, prompt, run.sampling, run.max_new_tokens)
     if key not in _baselines:
-        trace = None
-        for trace in stream(prompt, replace(run, method="ar"), model):
-            yield trace
-        _baselines[key] = trace
+        build = yield from _pacing(stream(prompt, replace(run, method="ar"), model), None)
+        _baselines[key] = build.trace()
         while len(_baselines) > BASELINE_CACHE:
             _baselines.popitem(last=False)
     _baselines.move_to_end(key)
@@ -84,18 +85,18 @@ def race(prompt: str, runs: Sequence[RunConfig], model: ModelConfig) -> Iterator
     finished) after every round, so a caller can stop the race between any two rounds."""
     done = []
     for run in runs:
-        trace = yield from _pacing(stream(prompt, run, model), (done, False))
-        done.append(trace)
+        build = yield from _pacing(stream(prompt, run, model), (done, False))
+        done.append(build.trace())
         yield list(done), True
 
 
-def _pacing(traces: Iterator[GenerationTrace], step):
-    """Yield `step` after every trace of a stream (a caller can stop between any two rounds); return the last."""
-    last = None
-    for trace in traces:
-        last = trace
+def _pacing(items: Iterator, step):
+    """Yield `step` after every item of a stream (a caller can stop between any two rounds); return the last."""
+    out = None
+    for item in items:
+        out = item
         yield step
-    return last
+    return out
 
 
 def set_prompts(n: int, path: str | None = None) -> list[dict]:
@@ -115,7 +116,7 @@ def run_set(rows: Sequence[dict], run: RunConfig, model: ModelConfig) -> Iterato
     so a caller can stop between any two rounds."""
     done: list[PromptRun] = []
     for i, row in enumerate(rows):
-        trace = yield from _pacing(stream(row["turns"][0], run, model), (done, i))
+        build = yield from _pacing(stream(row["turns"][0], run, model), (done, i))
         qid, cat = row.get("question_id", i + 1), row.get("category", "all")
-        done.append(PromptRun(str(qid)[:64], str(cat)[:64], trace))
+        done.append(PromptRun(str(qid)[:64], str(cat)[:64], build.trace()))
     yield done, len(rows)

@@ -81,7 +81,10 @@ class Detokenizer:
     def _decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids))
 
-    def pieces(self, ids: Sequence[int]) -> list[str]:
+    def pieces(self, ids: Sequence[int], checked: bool = True) -> list[str]:
+        """One text piece per id of `ids` (the ids seen last, with more at the end, cost only the new ones). `checked`:
+        the pieces' text is held against the whole decode of `ids` (one decode of the whole output), and a decoder the
+        windows do not fit is read by whole prefixes instead; a live view may leave that to the finished run."""
         ids = [int(t) for t in ids]
         if ids[: len(self._ids)] != self._ids:
             self.__init__(self.tokenizer)
@@ -91,7 +94,7 @@ class Detokenizer:
         if self._read < len(ids):  # ids held back at the end: their partial text goes to the last one
             window = ids[self._prefix :]
             out[-1] = self._decode(window)[len(self._decode(ids[self._prefix : self._read])) :]
-        if "".join(out) != self._decode(ids):  # a decoder the windows do not fit: attribute by whole prefixes
+        if checked and "".join(out) != self._decode(ids):  # a decoder the windows do not fit: by whole prefixes
             return by_prefixes(self.tokenizer, ids)
         return out
 

@@ -34,13 +34,15 @@ def ids_in(prompt_ids: Sequence[int], rounds: Sequence[RoundTrace]) -> set[int]:
 class TraceBuilder:
     """A run's trace built as its rounds come: each round's new token ids labelled once, the model description made
     once, and the output's text pieces decoded from where the last trace left them (`Detokenizer`), so a page
-    streaming a long run pays for each round once, and a finished run's trace decodes its output once."""
+    streaming a long run pays for each round once, and a finished run's trace decodes its output once. `ms`: the
+    run's time so far, for a caller that times the rounds as they come."""
 
     def __init__(self, pair: Pair, drafter: Drafter, prompt_ids: Sequence[int], run: RunConfig, prompt_text: str = ""):
         self.pair, self.prompt_ids, self.run, self.prompt_text = pair, tuple(prompt_ids), run, prompt_text
         self.models, self.config = {**pair.describe(), **drafter.describe()}, run.to_dict()
         self.rounds: list[RoundTrace] = []
         self.output: list[int] = []
+        self.ms = 0.0
         self.texts = token_texts(pair.tokenizer, self.prompt_ids)
         self._detok = Detokenizer(pair.tokenizer) if pair.tokenizer is not None else None
 
@@ -50,8 +52,10 @@ class TraceBuilder:
         self.texts.update(token_texts(self.pair.tokenizer, fresh))
         self.output += rnd.emitted
 
-    def trace(self, total_ms: float, replay: str | None = None) -> GenerationTrace:
-        """The trace of the rounds so far (`replay`: the decoder whose output they commit, engine.replay)."""
+    def trace(self, total_ms: float | None = None, replay: str | None = None, live: bool = False) -> GenerationTrace:
+        """The trace of the rounds so far, timed `total_ms` (default `ms`); `replay`: the decoder whose output they
+        commit (engine.replay). A `live` trace, one drawn while the run goes on, takes the text pieces as they were
+        read and leaves their check against the whole output's text (`Detokenizer.pieces`) to the finished one."""
         out = self.output
         return GenerationTrace(
             method=self.run.method,
@@ -60,11 +64,11 @@ class TraceBuilder:
             output_ids=tuple(out),
             rounds=tuple(self.rounds),
             token_text=dict(self.texts),
-            total_ms=total_ms,
+            total_ms=self.ms if total_ms is None else total_ms,
             prompt_text=self.prompt_text,
             models=self.models,
             stop="eos" if out and out[-1] in self.pair.eos_ids else "length",
-            pieces=None if self._detok is None else tuple(self._detok.pieces(out)),
+            pieces=None if self._detok is None else tuple(self._detok.pieces(out, checked=not live)),
             replay=replay,
         )
 
