@@ -4,6 +4,7 @@ dashboard, the command line and the bench set the same RunConfig fields from the
 import pytest
 
 from specviz.app.inputs import make_run
+from specviz.app.settings import Settings
 from specviz.core.config import METHODS, RunConfig
 from specviz.methods.catalog import CATALOG, with_knobs
 from specviz.methods.registry import BUILDERS
@@ -30,18 +31,14 @@ def test_every_method_is_described_and_built_once():
 @pytest.mark.parametrize("method", METHODS)
 def test_app_and_cli_set_the_same_knobs(method):
     app = make_run(
-        method,
-        VALUES["k"],
-        VALUES["h"],
-        VALUES["budget"],
-        VALUES["width"],
-        VALUES["depth"],
-        VALUES["start_k"],
-        VALUES["copy"],
-        0.0,
-        1.0,
-        32,
-        0,
+        Settings(
+            method=method,
+            **{n: VALUES[n] for n in ("k", "h", "budget", "width", "depth", "start_k", "copy")},
+            temperature=0.0,
+            top_p=1.0,
+            max_new_tokens=32,
+            seed=0,
+        )
     )
     flags = [
         "generate",

@@ -13,19 +13,18 @@ import inspect
 import json
 import time
 from contextlib import closing
+from dataclasses import replace
 
 import gradio as gr
 
 from specviz.analysis.metrics import acceptance_by_position, summarize, time_split
 from specviz.app import engine, exports, files, knobs, promptset, runs
-from specviz.app.inputs import ERRORS, defaults, make_configs, make_prompt
+from specviz.app.inputs import ERRORS, make_configs, make_prompt
 from specviz.app.render import STREAM_EVERY_S, Pacer, done_note, render, render_live
-from specviz.core.config import RunConfig
+from specviz.app.settings import Settings, endpoint
 from specviz.methods.catalog import label
 from specviz.viz.run import race_figure
 from specviz.viz.style import counted
-
-RUN = RunConfig()
 
 
 def bind(fn, page):
@@ -60,30 +59,8 @@ def _ticking(page, items):
     return last
 
 
-def run(
-    page,
-    prompt: str,
-    method: str,
-    k: int,
-    h: float,
-    budget: int,
-    width: int,
-    depth: int,
-    start_k: int,
-    copy: bool,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    seed: int,
-    pair: str,
-    dtype: str,
-    target: str,
-    draft: str,
-    device_map: str,
-    max_memory: str,
-    drafter: str,
-    compare: bool,
-):
+@endpoint()
+def run(page, prompt: str, settings: Settings, compare: bool):
     """Decode `prompt` with `method` on the loaded draft / target pair, round by round, and return every view of the
     run: the status, summary cards, the output coloured by how each token was produced, each round's draft tree
     and stop chart, the speedup over autoregressive decoding (with `compare`), acceptance per draft position, the
@@ -91,42 +68,23 @@ def run(
 
     Args:
         prompt: one user message, wrapped in the target's chat template.
-        method: ar, chain, heuristic, specdecpp, dyspec, kary, sequoia or lookup.
-        k: draft tokens a round (chain; prompt lookup's copy length).
-        h: SpecDec++'s stop threshold on P(at least one rejection).
-        budget: draft tree nodes (dyspec, sequoia).
-        width: children a node (kary).
-        depth: tree depth (kary).
-        start_k: the heuristic schedule's first K.
-        copy: also copy tokens from the context (prompt lookup) where that beats the draft.
-        temperature: 0 decodes greedily.
-        top_p: nucleus sampling's mass.
-        max_new_tokens: the most tokens to generate.
-        seed: the sampling seed.
-        pair: the model pair, by name.
-        dtype: auto, fp32 or bf16.
-        target: a target folder or hub id in place of the pair's (not on a public page).
-        draft: a draft folder or hub id in place of the pair's (not on a public page).
-        device_map: place the target with accelerate: auto, balanced, sequential or a JSON file (not on a public
-            page; empty: one device).
-        max_memory: with device_map, the most each device may hold, e.g. 0=20GiB,cpu=64GiB.
-        drafter: auto, eagle or model.
         compare: also time autoregressive decoding of the same prompt, for the speedup.
     """
-    settings = {n: v for n, v in locals().items() if n not in ("page", "prompt", "compare")}
+    method = settings.method
     try:
         text = make_prompt(prompt)
         run_cfg, model = make_configs(settings)
         yield {page.views["status"]: f"Running **{label(method)}** … (the first round includes the prompt's prefill)"}
-        trace, pace, path = None, Pacer(), exports.path(method)
-        with closing(runs.stream(text, run_cfg, model)) as traces:  # Stop closes it: frees the model
-            for trace in traces:
+        build, pace, path = None, Pacer(), exports.path(method)
+        with closing(runs.stream(text, run_cfg, model)) as builds:  # Stop closes it: frees the model
+            for build in builds:
                 if not pace.due():
                     continue
                 pace.drawing()
-                note = f"Running **{label(method)}**: round {len(trace.rounds)}, {counted(trace.output_ids, 'token')}"
-                yield render_live(page, trace, note)
+                note = f"Running **{label(method)}**: round {len(build.rounds)}, {counted(build.output, 'token')}"
+                yield render_live(page, build.trace(live=True), note)
                 pace.drawn()
+        trace = build.trace()
         base = None
         if compare:
             yield {
@@ -141,75 +99,40 @@ def run(
         raise gr.Error(str(e)) from None
 
 
-def race(
-    page,
-    prompt: str,
-    methods: list[str],
-    k: int,
-    h: float,
-    budget: int,
-    width: int,
-    depth: int,
-    start_k: int,
-    copy: bool,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    seed: int,
-    pair: str,
-    dtype: str,
-    target: str,
-    draft: str,
-    device_map: str,
-    max_memory: str,
-    drafter: str,
-):
+@endpoint(omit=("method",))
+def race(page, prompt: str, methods: list[str], settings: Settings):
     """Run 2 to 4 methods in turn on the same prompt and pair and return the race figure: each method's tokens
-    over wall-clock time. The other parameters are /run's."""
-    settings = {n: v for n, v in locals().items() if n not in ("page", "prompt", "methods")}
+    over wall-clock time.
+
+    Args:
+        prompt: one user message, wrapped in the target's chat template.
+        methods: the methods to race, 2 to 4.
+    """
     try:
         text = make_prompt(prompt)
         if not isinstance(methods, list) or not 2 <= len(methods) <= 4:
             raise ValueError("pick 2 to 4 methods to race")
-        configs = [make_configs({**settings, "method": m}) for m in methods]
-        runs, model = [r for r, _ in configs], configs[0][1]
-        with closing(runs.race(text, runs, model)) as steps:  # Stop ends it between any two rounds
+        configs = [make_configs(replace(settings, method=m)) for m in methods]
+        with closing(
+            runs.race(text, [r for r, _ in configs], configs[0][1])
+        ) as steps:  # Stop ends it between any two rounds
             for finished, just in steps:
                 yield race_figure(finished) if just else gr.skip()
     except ERRORS as e:
         raise gr.Error(str(e)) from None
 
 
-def run_set(
-    page,
-    n: int,
-    prompts_file: str | None,
-    method: str,
-    k: int,
-    h: float,
-    budget: int,
-    width: int,
-    depth: int,
-    start_k: int,
-    copy: bool,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    seed: int,
-    pair: str,
-    dtype: str,
-    target: str,
-    draft: str,
-    device_map: str,
-    max_memory: str,
-    drafter: str,
-    progress=gr.Progress(),
-):
+@endpoint()
+def run_set(page, n: int, prompts_file: str | None, settings: Settings, progress=gr.Progress()):
     """Run `method` over n prompts (an uploaded JSON-lines file's first n, or n of the Spec-Bench sample balanced
     over its tasks) and return the set's views: a summary, a table a prompt a row (τ, tokens/s, acceptance),
     acceptance per position, τ per prompt, whether q or the target's certainty predicts acceptance, and where the
-    draft and the target part. The other parameters are /run's."""
-    settings = {n_: v for n_, v in locals().items() if n_ not in ("page", "n", "prompts_file", "progress")}
+    draft and the target part.
+
+    Args:
+        n: how many prompts.
+        prompts_file: a JSON-lines file of prompts ({"turns": [text]} a line); empty: the Spec-Bench sample.
+    """
     views = list(page.set_tab.views)
     try:
         run_cfg, model = make_configs(settings)
@@ -242,17 +165,11 @@ def numbers(trace) -> dict:
     }
 
 
-def measure(
-    prompt: str,
-    method: str = RUN.method,
-    max_new_tokens: int = 64,
-    temperature: float = RUN.sampling.temperature,
-    k: int = RUN.chain.k,
-    h: float = RUN.specdecpp.threshold,
-    budget: int = RUN.dyspec.budget,
-    copy: bool = RUN.copy,
-    seed: int = RUN.sampling.seed,
-) -> str:
+MEASURED = ("method", "max_new_tokens", "temperature", "k", "h", "budget", "copy", "seed")  # /measure's settings
+
+
+@endpoint(only=MEASURED, defaults={"max_new_tokens": 64}, optional=True)
+def measure(prompt: str, settings: Settings) -> str:
     """Decode `prompt` with `method` on the pair the page has loaded and return the run's numbers as a JSON text:
     tokens, target calls, τ (tokens per target call), the acceptance of drafted tokens overall and per draft position
     (drafted, accepted, rate), tokens/s, where the time went (draft, verify, overhead, other ms), why it stopped
@@ -260,26 +177,7 @@ def measure(
 
     Args:
         prompt: one user message, wrapped in the target's chat template.
-        method: ar, chain, heuristic, specdecpp, dyspec, kary, sequoia or lookup.
-        max_new_tokens: the most tokens to generate.
-        temperature: 0 decodes greedily.
-        k: draft tokens a round (chain; prompt lookup's copy length).
-        h: SpecDec++'s stop threshold on P(at least one rejection).
-        budget: draft tree nodes (dyspec, sequoia).
-        copy: also copy tokens from the context (prompt lookup) where that beats the draft.
-        seed: the sampling seed.
     """
-    settings = {
-        **defaults(),
-        "method": method,
-        "max_new_tokens": max_new_tokens,
-        "temperature": temperature,
-        "k": k,
-        "h": h,
-        "budget": budget,
-        "copy": copy,
-        "seed": seed,
-    }
     try:
         run_cfg, model = make_configs(settings)
         return json.dumps(numbers(runs.run_to_end(make_prompt(prompt), run_cfg, model)), ensure_ascii=False)

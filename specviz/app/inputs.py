@@ -1,15 +1,14 @@
-"""The dashboard's widget values -> a prompt, a RunConfig and a ModelConfig, each checked, with a message for anything
-out of range."""
+"""The dashboard's values -> a prompt, and from its `Settings` a RunConfig and a ModelConfig, each checked, with a
+message for anything out of range."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import replace
 
 from specviz.app import policy
+from specviz.app.settings import Settings
 from specviz.core.config import METHODS, ModelConfig, RunConfig
-from specviz.core.pairs import DEFAULT_PAIR
 from specviz.core.prompts import check_text
 from specviz.methods.catalog import with_knobs
 
@@ -30,36 +29,34 @@ def _number(x, name: str) -> float:
     return float(x)
 
 
-def make_run(
-    method, k, h, budget, width, depth, start_k, copy, temperature, top_p, max_new, seed, drafter=_DEFAULT.drafter
-) -> RunConfig:
-    """Widget values -> a validated RunConfig; ValueError (shown as gr.Error) on anything out of range.
+def make_run(s: Settings) -> RunConfig:
+    """The page's settings -> a validated RunConfig; ValueError (shown as gr.Error) on anything out of range.
     The K slider sets the chain's K and prompt lookup's length; `copy` adds prompt lookup to a drafting method."""
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}")
-    if not isinstance(copy, bool):
-        raise ValueError(f"'copy from the context' must be true or false, got {copy!r}")
+    if s.method not in METHODS:
+        raise ValueError(f"unknown method {s.method!r}")
+    if not isinstance(s.copy, bool):
+        raise ValueError(f"'copy from the context' must be true or false, got {s.copy!r}")
     knobs = {
-        "k": _whole(k, "K"),
-        "start_k": _whole(start_k, "start K"),
-        "h": _number(h, "threshold h"),
-        "budget": _whole(budget, "budget"),
-        "width": _whole(width, "tree width"),
-        "depth": _whole(depth, "tree depth"),
-        "copy": copy,
+        "k": _whole(s.k, "K"),
+        "start_k": _whole(s.start_k, "start K"),
+        "h": _number(s.h, "threshold h"),
+        "budget": _whole(s.budget, "budget"),
+        "width": _whole(s.width, "tree width"),
+        "depth": _whole(s.depth, "tree depth"),
+        "copy": s.copy,
     }
     run = RunConfig(
-        drafter=drafter,
-        method=method,
-        max_new_tokens=_whole(max_new, "max new tokens"),
+        drafter=s.drafter,
+        method=s.method,
+        max_new_tokens=_whole(s.max_new_tokens, "max new tokens"),
         sampling=replace(
             _DEFAULT.sampling,
-            temperature=_number(temperature, "temperature"),
-            top_p=_number(top_p, "top-p"),
-            seed=_whole(seed, "seed"),
+            temperature=_number(s.temperature, "temperature"),
+            top_p=_number(s.top_p, "top-p"),
+            seed=_whole(s.seed, "seed"),
         ),
     )
-    return with_knobs(run, method, knobs)
+    return with_knobs(run, s.method, knobs)
 
 
 def make_prompt(prompt) -> str:
@@ -68,34 +65,6 @@ def make_prompt(prompt) -> str:
     return check_text(prompt)
 
 
-SETTINGS = (  # the page's settings, by the names its controls and the endpoints' parameters share
-    "method", "k", "h", "budget", "width", "depth", "start_k", "copy", "temperature", "top_p", "max_new_tokens", "seed",
-    "pair", "dtype", "target", "draft", "device_map", "max_memory", "drafter",
-)  # fmt: skip
-
-
-def defaults() -> dict:
-    """Every setting (SETTINGS) at the page's default, from the config dataclasses: for the endpoints that take
-    only some."""
-    run = RunConfig()
-    return {
-        "method": run.method, "k": run.chain.k, "h": run.specdecpp.threshold, "budget": run.dyspec.budget,
-        "width": run.tree.width, "depth": run.tree.depth, "start_k": run.heuristic.start_k, "copy": run.copy,
-        "temperature": run.sampling.temperature, "top_p": run.sampling.top_p, "max_new_tokens": run.max_new_tokens,
-        "seed": run.sampling.seed, "pair": DEFAULT_PAIR, "dtype": ModelConfig().dtype, "target": "",
-        "draft": "", "device_map": "", "max_memory": "", "drafter": run.drafter,
-    }  # fmt: skip
-
-
-def make_configs(settings: Mapping[str, object]) -> tuple[RunConfig, ModelConfig]:
-    """The page's settings, by name (SETTINGS) -> (the RunConfig for its method, the ModelConfig)."""
-    missing = [n for n in SETTINGS if n not in settings]
-    if missing:
-        raise ValueError(f"settings missing: {', '.join(missing)}")
-    s = settings
-    run = make_run(
-        s["method"], s["k"], s["h"], s["budget"], s["width"], s["depth"], s["start_k"], s["copy"],
-        s["temperature"], s["top_p"], s["max_new_tokens"], s["seed"], s["drafter"],
-    )  # fmt: skip
-    model = policy.model_config(s["pair"], s["dtype"], s["target"], s["draft"], s["device_map"], s["max_memory"])
-    return run, model
+def make_configs(s: Settings) -> tuple[RunConfig, ModelConfig]:
+    """The page's settings -> (the RunConfig for its method, the ModelConfig)."""
+    return make_run(s), policy.model_config(s.pair, s.dtype, s.target, s.draft, s.device_map, s.max_memory)
