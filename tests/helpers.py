@@ -26,6 +26,7 @@ from specviz.methods.specdecpp.inputs import CATALOG
 from specviz.models.eagle import EagleLM, add_copy_input, add_feature_taps, build_eagle
 from specviz.models.lm import LM, Forward
 from specviz.models.pair import Pair
+from specviz.train.data import _concat, continue_batch
 
 
 def path_to(parents: Sequence[int], i: int) -> list[int]:
@@ -162,11 +163,11 @@ class BigramLM:
     def keep(self, positions):
         self.tokens = [self.tokens[i] for i in positions]
 
-    def forward(self, ids, parents=None, rows=None, visible=None):
+    def forward(self, ids, parents=None, rows=None, visible=None, with_logits=True):
         self.tokens += list(ids)
         logits = self.table[list(ids)]
         logits = logits if rows is None else logits[rows]
-        return Forward(hidden=logits, logits=logits)
+        return Forward(hidden=logits, logits=logits if with_logits else None)
 
 
 def bigram_setup(vocab: int = 5):
@@ -232,3 +233,9 @@ def recorded_specdecpp(pair, sampling, record_top):
     d = SpecDecPPDrafter(pair.draft, sampling, rng, head, cfg, pair.eos_ids, record=record_top > 0)
     run = RunConfig(method="specdecpp", max_new_tokens=24, sampling=sampling, specdecpp=cfg, record_top=record_top)
     return generate(pair, RECORD_PROMPT, run, drafter=d, rng=rng)
+
+
+def distill_data(model, n: int = 24, new: int = 10):
+    """A small `Distill` set: n three-token prompts continued `new` tokens greedily by `model`."""
+    seqs = continue_batch(model, [[1, 3 + i % 50, 4 + i % 45] for i in range(n)], new, 4, {2}, 0)
+    return _concat([{**s, "greedy": True, "meta": {"category": "t", "prompt": ""}} for s in seqs])

@@ -39,13 +39,8 @@ from specviz.viz.style import (
     summary_cards,
     token_spans,
 )
-from specviz.viz.tree import (
-    CORRECTION,
-    showcase_round,
-    tree_figure,
-    tree_graph,
-    tree_layout,
-)
+from specviz.viz.tree import CORRECTION, showcase_round, tree_figure
+from specviz.viz.treegraph import tree_graph, tree_layout
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 TEXT = {1: "<s>", 10: " The", 11: " cat", 12: " sat", 13: " dog", 14: " on", 15: " mat", 16: "\n", 17: "<b>x</b>"}

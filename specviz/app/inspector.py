@@ -1,7 +1,7 @@
 """The round view's handlers: which round and node are on screen, the node inspector, folded groups and the
 growth replay. Plain functions from the visitor's trace and the controls' values to views; `specviz.app.ui` wires
 them. A click in the tree reaches `on_pick` through a hidden textbox that the page's script (`theme.CLICK_JS`)
-fills with the clicked point's `customdata`: a node, "correction" or a folded group's `viz.tree.fold_id`.
+fills with the clicked point's `customdata`: a node, "correction" or a folded group's `viz.treegraph.fold_id`.
 """
 
 from __future__ import annotations

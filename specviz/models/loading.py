@@ -313,24 +313,7 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
         )
     if tok is None:
         raise FileNotFoundError(f"no tokenizer found with target {target_src}")
-    draft_src = cfg.draft or DEFAULT_DRAFT
-    head_ids = None
-    dpath = Path(draft_src)
-    if (dpath / "draft.safetensors").exists():
-        draft, head_ids = load_shipped_draft(dpath, target, dtype, device)
-        dtok = None
-    elif cfg.draft is None:
-        progress(f"specviz: no shipped draft at {dpath}; the target stands in as its own draft")
-        draft, dtok = target, None
-    else:
-        draft, dtok = _load_hf(draft_src, dtype, device)
-        refuse(draft, f"the draft {draft_src}")
-    check_tokenizers(tok, dtok, target_src, draft_src)
-    if draft.get_output_embeddings().weight.shape[0] != target.get_output_embeddings().weight.shape[0]:
-        raise ValueError(
-            "target and draft output layers have different vocabulary sizes: "
-            f"{target.get_output_embeddings().weight.shape[0]} vs {draft.get_output_embeddings().weight.shape[0]}"
-        )
+    draft, head_ids = _load_draft(cfg, target, tok, target_src, dtype, device, progress)
     info = {
         "target": cfg.target or DEFAULT_TARGET,
         "draft": cfg.draft or "specviz default draft" if draft is not target else "target (self-draft)",
@@ -344,18 +327,7 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
         "cuda_graphs": cfg.cuda_graphs,
     }
     cache = {"kv_cache": cfg.kv_cache, "cuda_graphs": cfg.cuda_graphs}
-    if cfg.draft is None and draft is target:
-        info["draft"] = "target (self-draft)"
-    # the shipped EAGLE drafter comes with the default pair only: a user who names a draft gets that draft
-    eagle_src = (
-        cfg.eagle if cfg.eagle is not None else (DEFAULT_EAGLE if cfg.target is None and cfg.draft is None else None)
-    )
-    eagle = None
-    if eagle_src and eagle_src != "none":
-        if Path(eagle_src, "eagle.safetensors").exists() or cfg.eagle is not None:
-            eagle = load_eagle(eagle_src, target, dtype, device, cfg.context_vocab, **cache)
-            shipped = Path(eagle_src).resolve() == Path(DEFAULT_EAGLE).resolve()
-            info["eagle"] = "specviz default EAGLE drafter" if shipped else eagle_src
+    eagle = _load_eagle_for(cfg, target, dtype, device, info)
     # a draft's one-token steps over fp16 weights (specviz.kernels.linear), unless it is the target itself
     draft_lm = LM(
         draft, head_ids=head_ids, name="draft", context_vocab=cfg.context_vocab, half_rows=draft is not target, **cache
@@ -373,3 +345,37 @@ def _load_pair(cfg: ModelConfig, progress) -> Pair:
     if eagle is not None:
         target_lm.tap(eagle.taps)  # the features a drafter with taps reads beside f (models.eagle)
     return Pair(target_lm, draft_lm, tok, info, eagle)
+
+
+def _load_draft(cfg: ModelConfig, target, tok, target_src: str, dtype, device, progress):
+    """The draft model beside `target` (the shipped one, a folder or hub id, or the target itself where no draft
+    ships) and its reduced head's ids (None: the whole vocabulary); ValueError where the two cannot pair."""
+    draft_src = cfg.draft or DEFAULT_DRAFT
+    head_ids, dtok, dpath = None, None, Path(draft_src)
+    if (dpath / "draft.safetensors").exists():
+        draft, head_ids = load_shipped_draft(dpath, target, dtype, device)
+    elif cfg.draft is None:
+        progress(f"specviz: no shipped draft at {dpath}; the target stands in as its own draft")
+        draft = target
+    else:
+        draft, dtok = _load_hf(draft_src, dtype, device)
+        refuse(draft, f"the draft {draft_src}")
+    check_tokenizers(tok, dtok, target_src, draft_src)
+    vt, vd = (m.get_output_embeddings().weight.shape[0] for m in (target, draft))
+    if vd != vt:
+        raise ValueError(f"target and draft output layers have different vocabulary sizes: {vt} vs {vd}")
+    return draft, head_ids
+
+
+def _load_eagle_for(cfg: ModelConfig, target, dtype, device, info: dict):
+    """The EAGLE drafter the pair uses, or None: the one named, else the shipped one with the default pair only (a
+    user who names a draft gets that draft); `info` says which."""
+    src = cfg.eagle if cfg.eagle is not None else (DEFAULT_EAGLE if cfg.target is None and cfg.draft is None else None)
+    if not src or src == "none" or not (Path(src, "eagle.safetensors").exists() or cfg.eagle is not None):
+        return None
+    eagle = load_eagle(
+        src, target, dtype, device, cfg.context_vocab, kv_cache=cfg.kv_cache, cuda_graphs=cfg.cuda_graphs
+    )
+    shipped = Path(src).resolve() == Path(DEFAULT_EAGLE).resolve()
+    info["eagle"] = "specviz default EAGLE drafter" if shipped else src
+    return eagle

@@ -207,6 +207,48 @@ def parse(argv):
     return a, EagleTrainConfig(**{k: getattr(a, k) for k in asdict(d)})
 
 
+def held_out_split(data, feats: torch.Tensor, cfg: EagleTrainConfig):
+    """((training data, its features), (held-out data, its features)): a seeded `heldout_fraction` of the sequences
+    held out, greedy ones only (at least one sequence)."""
+    order = list(range(len(data)))
+    random.Random(cfg.seed).shuffle(order)
+    n_held = max(1, round(cfg.heldout_fraction * len(data)))
+    held_ids = sorted(i for i in order[:n_held] if data.greedy[i]) or order[:1]
+
+    def part(ids):
+        return data.subset(ids), torch.cat([feats[data.starts[s] : data.starts[s + 1]] for s in ids])
+
+    return part(sorted(order[n_held:])), part(held_ids)
+
+
+def run_key(cfg: EagleTrainConfig, warm_start: str | None) -> str:
+    """The name of a stage's checkpoint: everything that changes what it trains (a warm start by its digest)."""
+    taps = cfg.taps
+    return (
+        f"{'warm-' + digest_file(Path(warm_start) / 'eagle.safetensors') + '-' if warm_start else ''}"
+        f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-wu{cfg.warmup}-n{cfg.noise}-w{cfg.feat_weight}"
+        f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
+        f"{'-ctx' if cfg.context_vocab else ''}{'-bf16' if cfg.bf16 else ''}"
+        f"{f'-L{cfg.layers}' if cfg.layers > 1 else ''}{'-u' + '.'.join(map(str, taps)) if taps else ''}"
+        f"-data{cfg.greedy_prompts}.{cfg.sampled_prompts}.{cfg.doc_prompts}"
+        f".{cfg.broad_prompts}.{cfg.self_prompts}.{cfg.real_prompts}.{cfg.fixed_prompts}-seed{cfg.seed}"
+    )
+
+
+def previous_stage(warm_start: str | None) -> dict | None:
+    """What the card keeps of the stage a warm start continues (None without one, or without its facts)."""
+    if not warm_start or not (Path(warm_start) / "training.json").exists():
+        return None
+    prev = json.loads((Path(warm_start) / "training.json").read_text())
+    return {
+        "config": prev["config"],
+        "train_min": prev["train_min"],
+        "history": prev["history"],
+        "previous": prev.get("previous"),
+        "agreement": (prev.get("eval") or {}).get("agreement"),
+    }
+
+
 def main(argv=None) -> None:
     a, cfg = parse(argv)
     torch.set_num_threads(a.threads)
@@ -254,18 +296,7 @@ def main(argv=None) -> None:
             )
             data = merge([data, extra])
     t1 = time.perf_counter()
-    order = list(range(len(data)))
-    random.Random(cfg.seed).shuffle(order)
-    n_held = max(1, round(cfg.heldout_fraction * len(data)))
-    held_ids = sorted(i for i in order[:n_held] if data.greedy[i]) or order[:1]
-    train_ids = sorted(order[n_held:])
-
-    def part(ids):
-        sub = data.subset(ids)
-        return sub, torch.cat([feats[data.starts[s] : data.starts[s + 1]] for s in ids])
-
-    held, held_f = part(held_ids)
-    data, feats = part(train_ids)
+    (data, feats), (held, held_f) = held_out_split(data, feats, cfg)
     model = build_eagle(pair.target.model, init_layer=0, dtype=torch.float32, layers=cfg.layers)
     ids_v = init_from_draft(model, Path(a.init))
     if a.warm_start:
@@ -281,16 +312,7 @@ def main(argv=None) -> None:
         if feature_taps(model):
             raise SystemExit(f"the warm start taps the target's layers {feature_taps(model)}, not {taps}")
         add_feature_taps(model, taps)  # zero blocks: step 0 is the drafter it starts from
-    key = (
-        f"{'warm-' + digest_file(Path(a.warm_start) / 'eagle.safetensors') + '-' if a.warm_start else ''}"
-        f"s{cfg.steps}-b{cfg.batch_tokens}-lr{cfg.lr}-wu{cfg.warmup}-n{cfg.noise}-w{cfg.feat_weight}"
-        f"{'-bal' if cfg.balance_inputs else ''}{f'-copy{cfg.copy_gain}' if cfg.copy_input else ''}"
-        f"{'-ctx' if cfg.context_vocab else ''}{'-bf16' if cfg.bf16 else ''}"
-        f"{f'-L{cfg.layers}' if cfg.layers > 1 else ''}{'-u' + '.'.join(map(str, taps)) if taps else ''}"
-        f"-data{cfg.greedy_prompts}.{cfg.sampled_prompts}.{cfg.doc_prompts}"
-        f".{cfg.broad_prompts}.{cfg.self_prompts}.{cfg.real_prompts}.{cfg.fixed_prompts}-seed{cfg.seed}"
-    )
-    ckpt = work / f"eagle-{key}-n{len(data)}.ckpt.safetensors"
+    ckpt = work / f"eagle-{run_key(cfg, a.warm_start)}-n{len(data)}.ckpt.safetensors"
     # --out (by default the folder --warm-start reads) is written once, at the end: a stage cut short and run
     # again finds its warm start unchanged, so the same key and its checkpoint. Meanwhile the latest weights
     # are shipped beside the checkpoint.
@@ -300,18 +322,8 @@ def main(argv=None) -> None:
     )
     save_eagle(model, ids_v, out)
     t2 = time.perf_counter()
-    prev = None
-    if a.warm_start and (Path(a.warm_start) / "training.json").exists():
-        prev = json.loads((Path(a.warm_start) / "training.json").read_text())
-        prev = {
-            "config": prev["config"],
-            "train_min": prev["train_min"],
-            "history": prev["history"],
-            "previous": prev.get("previous"),
-            "agreement": (prev.get("eval") or {}).get("agreement"),
-        }
     facts = {
-        "previous": prev,
+        "previous": previous_stage(a.warm_start),
         "head_size": len(ids_v),
         "train_seqs": len(data),
         "train_tokens": len(data.tokens),

@@ -32,6 +32,34 @@ def budget_figure(curves: dict[str, dict], dtype: str | None = None) -> go.Figur
         horizontal_spacing=0.12,
         subplot_titles=("ms per forward, by tokens in it", "expected tokens / s, by tree budget"),
     )
+    _cost_curves(fig, rec)
+    ar = _budget_curves(fig, rec)
+    fig.add_hline(
+        y=ar,
+        line=dict(color="#94a3b8", dash="dot"),
+        row=1,
+        col=2,
+        annotation_text=f"autoregressive {ar:.1f}",
+        annotation_position="bottom right",
+    )
+    fig.update_xaxes(type="log", title_text="tokens in one forward", gridcolor=GRID, row=1, col=1)
+    fig.update_xaxes(title_text="drafted nodes (budget)", gridcolor=GRID, row=1, col=2)
+    fig.update_yaxes(rangemode="tozero", gridcolor=GRID)
+    top = max([ar] + [r[3] for p in rec.get("picks", {}).values() for r in p["table"]])
+    fig.update_yaxes(range=[0, 1.3 * top], row=1, col=2)  # room for the labels
+    m = rec.get("machine", {})
+    sub = (
+        f"{rec.get('dtype')}, {m.get('cpu') or m.get('gpu') or m.get('processor', '')}, "
+        f"{m.get('torch_threads', '?')} threads, {rec.get('context')} tokens of context; "
+        "expected tokens from the measured acceptance per sibling rank (Sequoia's model)"
+    )
+    base_layout(fig, BUDGET_HEIGHT, "Verification cost on the machine that measured it", sub, legend_space=44)
+    fig.update_layout(margin=dict(t=100))
+    return fig
+
+
+def _cost_curves(fig: go.Figure, rec: dict) -> None:
+    """Left panel: ms per forward against the tokens in it, for the target and each drafter measured."""
     for who, label in {"target": "target", **DRAFTER_CURVES}.items():
         if who not in rec:
             continue
@@ -48,6 +76,11 @@ def budget_figure(curves: dict[str, dict], dtype: str | None = None) -> go.Figur
             row=1,
             col=1,
         )
+
+
+def _budget_curves(fig: go.Figure, rec: dict) -> float:
+    """Right panel: expected tokens/s per tree budget for each pick, its best budget marked; returns the
+    autoregressive tokens/s the panel's line shows."""
     ar = 1e3 / rec["target"]["ms"][0]
     for i, (key, p) in enumerate(rec.get("picks", {}).items()):
         m, _, _, tps = zip(*p["table"])
@@ -78,28 +111,7 @@ def budget_figure(curves: dict[str, dict], dtype: str | None = None) -> go.Figur
             row=1,
             col=2,
         )
-    fig.add_hline(
-        y=ar,
-        line=dict(color="#94a3b8", dash="dot"),
-        row=1,
-        col=2,
-        annotation_text=f"autoregressive {ar:.1f}",
-        annotation_position="bottom right",
-    )
-    fig.update_xaxes(type="log", title_text="tokens in one forward", gridcolor=GRID, row=1, col=1)
-    fig.update_xaxes(title_text="drafted nodes (budget)", gridcolor=GRID, row=1, col=2)
-    fig.update_yaxes(rangemode="tozero", gridcolor=GRID)
-    top = max([ar] + [r[3] for p in rec.get("picks", {}).values() for r in p["table"]])
-    fig.update_yaxes(range=[0, 1.3 * top], row=1, col=2)  # room for the labels
-    m = rec.get("machine", {})
-    sub = (
-        f"{rec.get('dtype')}, {m.get('cpu') or m.get('gpu') or m.get('processor', '')}, "
-        f"{m.get('torch_threads', '?')} threads, {rec.get('context')} tokens of context; "
-        "expected tokens from the measured acceptance per sibling rank (Sequoia's model)"
-    )
-    base_layout(fig, BUDGET_HEIGHT, "Verification cost on the machine that measured it", sub, legend_space=44)
-    fig.update_layout(margin=dict(t=100))
-    return fig
+    return ar
 
 
 def budget_note(record: dict | None, here: bool) -> str:

@@ -50,27 +50,7 @@ def stop_figure(rnd: RoundTrace, token_text: Mapping[int, str]) -> go.Figure:
     steps = list(range(1, len(stops) + 1))
     fig = go.Figure()
     if rnd.accept_probs is not None:
-        status = [rnd.status[k] if k < len(rnd.status) else UNVISITED for k in steps]
-        toks = [token_label(token_text, rnd.tree.tokens[k]) if k < len(rnd.tree) else "" for k in steps]
-        fig.add_trace(
-            go.Bar(
-                x=steps,
-                y=list(rnd.accept_probs),
-                marker_color=[PALETTE[s] for s in status],
-                showlegend=False,
-                text=toks,
-                textposition="inside",
-                insidetextanchor="start",
-                opacity=0.85,
-                hovertext=[
-                    f"step {k}: {t}<br>predicted P(accept) = {a:.3f}<br>realised: {LABELS[s]}"
-                    for k, t, a, s in zip(steps, toks, rnd.accept_probs, status)
-                ],
-                hoverinfo="text",
-            )
-        )
-        for kind, name in ((ACCEPTED, "accepted by the target"), (REJECTED, "rejected"), (UNVISITED, "not reached")):
-            legend_entry(fig, name, PALETTE[kind])
+        _accept_bars(fig, rnd, steps, token_text)
     fig.add_trace(
         go.Scatter(
             x=steps,
@@ -101,3 +81,28 @@ def stop_figure(rnd: RoundTrace, token_text: Mapping[int, str]) -> go.Figure:
     reason = html.escape(rnd.stop_reason, quote=False) if rnd.stop_reason else "–"
     sub = f"drafted {rnd.n_drafted}, stopped by {reason}; {rnd.n_accepted} accepted"  # fits the narrow panel
     return base_layout(fig, STOP_HEIGHT, f"Round {rnd.index}: when to stop drafting", sub, legend_space=100)
+
+
+def _accept_bars(fig: go.Figure, rnd: RoundTrace, steps: list[int], token_text: Mapping[int, str]) -> None:
+    """The head's predicted P(accept) per draft step as bars, coloured by what the target did with the token."""
+    status = [rnd.status[k] if k < len(rnd.status) else UNVISITED for k in steps]
+    toks = [token_label(token_text, rnd.tree.tokens[k]) if k < len(rnd.tree) else "" for k in steps]
+    fig.add_trace(
+        go.Bar(
+            x=steps,
+            y=list(rnd.accept_probs),
+            marker_color=[PALETTE[s] for s in status],
+            showlegend=False,
+            text=toks,
+            textposition="inside",
+            insidetextanchor="start",
+            opacity=0.85,
+            hovertext=[
+                f"step {k}: {t}<br>predicted P(accept) = {a:.3f}<br>realised: {LABELS[s]}"
+                for k, t, a, s in zip(steps, toks, rnd.accept_probs, status)
+            ],
+            hoverinfo="text",
+        )
+    )
+    for kind, name in ((ACCEPTED, "accepted by the target"), (REJECTED, "rejected"), (UNVISITED, "not reached")):
+        legend_entry(fig, name, PALETTE[kind])

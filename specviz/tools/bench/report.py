@@ -241,6 +241,8 @@ def markdown(result: dict) -> str:
 
 # -- plotly ------------------------------------------------------------------------------------
 def figures(result: dict) -> list:
+    """The report's figures: per dtype, tokens/s per setting; then per temperature, acceptance per draft position,
+    where specviz's wall time goes and the speedup per task."""
     figs = []
     for dt, s in result["suites"].items():
         temps = sorted({c["temperature"] for c in s["summary"]})
@@ -257,56 +259,42 @@ def figures(result: dict) -> list:
         f.update_layout(title=f"Tokens per second ({dt})", barmode="group", yaxis_title="tokens/s")
         figs.append(f)
         for t in temps:
-            rows = [c for c in s["summary"] if c["temperature"] == t]
-            f = go.Figure(
-                [
-                    go.Scatter(
-                        name=c["setting"], x=list(range(1, len(c["alpha"]) + 1)), y=c["alpha"], mode="lines+markers"
-                    )
-                    for c in rows
-                    if c["alpha"]
-                ]
-            )
-            f.update_layout(
-                title=f"Acceptance per draft position ({dt}, T={t:g})",
-                xaxis_title="draft depth d",
-                yaxis_title="α_d",
-                yaxis_range=[0, 1.05],
-            )
-            figs.append(f)
-            ours = [c for c in rows if c.get("split_pct")]
-            f = go.Figure(
-                [
-                    go.Bar(name=part, x=[c["setting"] for c in ours], y=[c["split_pct"][part] for c in ours])
-                    for part in ("draft", "verify", "overhead", "other")
-                ]
-            )
-            f.update_layout(
-                title=f"Where our wall time goes ({dt}, T={t:g})", barmode="stack", yaxis_title="% of wall time"
-            )
-            figs.append(f)
-            tasks = sorted({b["task"] for b in s["by_task"]})
-            keys = [c["setting"] for c in rows]
-            z = [
-                [
-                    next(
-                        (
-                            b["speedup_vs_ar"]
-                            for b in s["by_task"]
-                            if b["temperature"] == t and b["task"] == task and b["setting"] == k
-                        ),
-                        None,
-                    )
-                    for task in tasks
-                ]
-                for k in keys
-            ]
-            f = go.Figure(go.Heatmap(z=z, x=tasks, y=keys, colorscale="RdBu", zmid=1.0, texttemplate="%{z:.2f}"))
-            f.update_layout(
-                title=f"Speedup over our autoregressive decoding, per task ({dt}, T={t:g})", height=120 + 28 * len(keys)
-            )
-            figs.append(f)
+            figs += _temperature_figures(s, dt, t)
     return figs
+
+
+def _temperature_figures(s: dict, dt: str, t: float) -> list:
+    rows = [c for c in s["summary"] if c["temperature"] == t]
+    f = go.Figure(
+        [
+            go.Scatter(name=c["setting"], x=list(range(1, len(c["alpha"]) + 1)), y=c["alpha"], mode="lines+markers")
+            for c in rows
+            if c["alpha"]
+        ]
+    )
+    f.update_layout(
+        title=f"Acceptance per draft position ({dt}, T={t:g})",
+        xaxis_title="draft depth d",
+        yaxis_title="α_d",
+        yaxis_range=[0, 1.05],
+    )
+    ours = [c for c in rows if c.get("split_pct")]
+    g = go.Figure(
+        [
+            go.Bar(name=part, x=[c["setting"] for c in ours], y=[c["split_pct"][part] for c in ours])
+            for part in ("draft", "verify", "overhead", "other")
+        ]
+    )
+    g.update_layout(title=f"Where our wall time goes ({dt}, T={t:g})", barmode="stack", yaxis_title="% of wall time")
+    tasks = sorted({b["task"] for b in s["by_task"]})
+    keys = [c["setting"] for c in rows]
+    speedup = {(b["task"], b["setting"]): b["speedup_vs_ar"] for b in s["by_task"] if b["temperature"] == t}
+    z = [[speedup.get((task, k)) for task in tasks] for k in keys]
+    h = go.Figure(go.Heatmap(z=z, x=tasks, y=keys, colorscale="RdBu", zmid=1.0, texttemplate="%{z:.2f}"))
+    h.update_layout(
+        title=f"Speedup over our autoregressive decoding, per task ({dt}, T={t:g})", height=120 + 28 * len(keys)
+    )
+    return [f, g, h]
 
 
 def write_html(result: dict, folder: str | Path) -> list[Path]:

@@ -50,6 +50,27 @@ from specviz.tools.bench.specs import (
 
 
 # -- the suite ---------------------------------------------------------------------------------
+def warm_up(pair, prompt: Prompt, settings: list[Setting], cfg: BenchConfig, progress: bool, log) -> dict[str, str]:
+    """One short untimed run of every setting at every temperature; the settings that cannot run (a method whose
+    head is not trained yet, say), each with why."""
+    skipped = {}
+    warm = [(t, s) for t in cfg.temperatures for s in settings] if cfg.warmup_tokens else []
+    for t, s in tqdm(warm, desc="warm-up", unit="run", disable=not progress, file=sys.stderr):
+        if s.key in skipped:
+            continue
+        try:
+            run_one(pair, prompt, s, t, cfg.warmup_tokens, cfg.seed)
+        except Exception as e:  # the report names it and goes on with the rest
+            skipped[s.key] = f"{type(e).__name__}: {e}"
+            log(f"specviz bench: skipping {s.key}: {skipped[s.key]}")
+    return skipped
+
+
+def head_rows(lm) -> int | None:
+    """The rows of an LM's reduced head (None: the whole vocabulary)."""
+    return None if lm.head_ids is None else int(lm.head_ids.numel())
+
+
 def run_suite(
     pair,
     prompts: list[Prompt],
@@ -61,17 +82,7 @@ def run_suite(
 ) -> dict:
     """Warm up, then every prompt x temperature x setting, interleaved per prompt; audit at T = 0. `keep` receives
     each timed run's trace (specviz's methods), as a dict, with its temperature, setting and prompt."""
-
-    skipped = {}
-    warm = [(t, s) for t in cfg.temperatures for s in settings] if cfg.warmup_tokens else []
-    for t, s in tqdm(warm, desc="warm-up", unit="run", disable=not progress, file=sys.stderr):
-        if s.key in skipped:  # 1. untimed warm-up of every setting
-            continue
-        try:
-            run_one(pair, prompts[0], s, t, cfg.warmup_tokens, cfg.seed)
-        except Exception as e:  # e.g. a method whose head is not trained yet
-            skipped[s.key] = f"{type(e).__name__}: {e}"
-            log(f"specviz bench: skipping {s.key}: {skipped[s.key]}")
+    skipped = warm_up(pair, prompts[0], settings, cfg, progress, log)  # 1. untimed, every setting
     settings = [s for s in settings if s.key not in skipped]
     runs, mismatches, agreement = [], [], {}
     ours = {s.key for s in settings if s.kind != "engine"}
@@ -100,17 +111,14 @@ def run_suite(
                 for k in outs.keys() - ours:
                     agreement[k] = agreement.get(k, 0) + (outs[k] == outs["ar"])
     bar.close()
-    models = {
-        **pair.info,
-        "draft_is_target": pair.draft.model is pair.target.model,
-        "eagle_head_ours": None
-        if pair.eagle is None or pair.eagle.head_ids is None
-        else int(pair.eagle.head_ids.numel()),
-        "draft_head_ours": None if pair.draft.head_ids is None else int(pair.draft.head_ids.numel()),
-    }
     return {
         "dtype": pair.info.get("dtype"),
-        "models": models,
+        "models": {
+            **pair.info,
+            "draft_is_target": pair.draft.model is pair.target.model,
+            "eagle_head_ours": None if pair.eagle is None else head_rows(pair.eagle),
+            "draft_head_ours": head_rows(pair.draft),
+        },
         "settings": [asdict(s) for s in settings],
         "skipped": skipped,
         "prompts": [{"qid": p.qid, "category": p.category, "task": p.task, "n_ids": len(p.ids)} for p in prompts],
