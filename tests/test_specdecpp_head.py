@@ -1,15 +1,25 @@
 """SpecDec++'s acceptance head: its blocks and scalar inputs, saving and loading, the rows the drafter feeds it, and
 training it (tiny models)."""
 
+import json
+
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from specviz.core.config import SamplingConfig, SpecDecPPConfig
 from specviz.core.ngram import NgramIndex
 from specviz.core.sampling import make_rng
 from specviz.methods.specdecpp import inputs as head_inputs
 from specviz.methods.specdecpp.drafter import SpecDecPPDrafter
-from specviz.methods.specdecpp.head import AcceptanceHead, head_for_pair, load_head, save_head
+from specviz.methods.specdecpp.head import (
+    AcceptanceHead,
+    file_digest,
+    head_for_pair,
+    load_head,
+    save_head,
+    weights_digest,
+)
 from specviz.methods.specdecpp.inputs import CATALOG
 from specviz.train.config import HeadTrainConfig
 from specviz.train.head import evaluate, soft_bce, split_by_prompt, train_head, weighted_auc
@@ -156,3 +166,23 @@ def test_training_lowers_the_loss(tiny_pair):
     # early stopping: the head returned is the epoch with the least validation loss
     head, history = train_head(train, held, cfg, make_rng(0), show_progress=False)
     assert evaluate(head, held, cfg.reject_weight)["loss"] == pytest.approx(min(h["loss"] for h in history), rel=1e-5)
+
+
+def test_a_card_with_an_undefined_figure_is_strict_json(tmp_path):
+    """An AUC over one class is undefined: the card says null, which any JSON reader parses (NaN is not JSON)."""
+    head = AcceptanceHead(8, 1, rng=torch.Generator().manual_seed(0))
+    save_head(head, tmp_path, {"heldout": {"auc_greedy": float("nan"), "auc": 0.7}, "history": [{"auc": float("nan")}]})
+    card = json.loads((tmp_path / "acceptance_head.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert card["heldout"] == {"auc_greedy": None, "auc": 0.7} and card["history"] == [{"auc": None}]
+    load_head(tmp_path)
+
+
+def test_a_folders_weights_digest_follows_its_weights_and_not_its_head(tmp_path):
+    """What keys a head's data and card: the drafter's (or a local target's) weights, whatever the file is called."""
+    save_file({"w": torch.zeros(3)}, tmp_path / "model.safetensors")
+    first = weights_digest(tmp_path)
+    assert first == file_digest(tmp_path / "model.safetensors")  # one file: its own digest, as shipped cards hold
+    save_head(AcceptanceHead(8, 1, rng=torch.Generator().manual_seed(0)), tmp_path, {})
+    assert weights_digest(tmp_path) == first
+    save_file({"w": torch.ones(3)}, tmp_path / "model.safetensors")
+    assert weights_digest(tmp_path) != first and weights_digest("org/a-hub-id") == ""

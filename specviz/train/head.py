@@ -35,7 +35,7 @@ from specviz.core.assets import DEFAULT_EAGLE, SPEC_BENCH, cache_dir
 from specviz.core.config import DTYPES, ModelConfig
 from specviz.core.prompts import MAX_PROMPT_TOKENS, encode_prompt, read_prompts, stratified
 from specviz.core.sampling import make_rng
-from specviz.methods.specdecpp.head import AcceptanceHead, file_digest, head_folder, save_head
+from specviz.methods.specdecpp.head import AcceptanceHead, head_folder, save_head, weights_digest
 from specviz.methods.specdecpp.inputs import CATALOG
 from specviz.models.lm import LM
 from specviz.models.loading import load_pair
@@ -275,13 +275,13 @@ def fit_for_pair(
     folder = head_folder(pair, drafter)
     if folder is None:
         raise ValueError("this drafter has no folder or hub id to keep a head beside")
-    weights = folder / ("eagle.safetensors" if drafter is pair.eagle else "draft.safetensors")
-    digest = file_digest(weights) if weights.exists() else ""
+    digest = weights_digest(folder)  # the drafter's weights: a head and its data belong to them
     rng = make_rng(cfg.seed)
     prompts, left_out = head_prompts(pair, cfg, source)
     if left_out:
         progress(0.0, f"{left_out} of {left_out + len(prompts)} prompts left out: too long for the target's context")
-    key = _data_key(cfg, pair.info["target"] + digest + pair.info["dtype"] + source, drafter.context_vocab)
+    target = pair.info["target"] + weights_digest(pair.info["target"])  # a local target's weights, not its name alone
+    key = _data_key(cfg, target + digest + pair.info["dtype"] + source, drafter.context_vocab)
     total, seen = len(prompts) * cfg.new_tokens, 0
 
     def on_tokens(n: int) -> None:

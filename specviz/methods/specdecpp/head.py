@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -88,6 +89,21 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def weights_digest(folder: str | Path) -> str:
+    """A digest of the weights a model folder holds: its *.safetensors and *.gguf files but a head's, by content (one
+    file: that file's digest); "" for a name that is no local folder (a hub id)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return ""
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".gguf") and p.name != HEAD_FILE)
+    if len(files) == 1:
+        return file_digest(files[0])
+    h = hashlib.sha256()
+    for p in files:
+        h.update(f"{p.name}:{file_digest(p)};".encode())
+    return h.hexdigest()[:16]
+
+
 def save_head(head: AcceptanceHead, folder: str | Path, meta: dict) -> Path:
     """Write acceptance_head.safetensors + acceptance_head.json (architecture and `meta`) into `folder`."""
     folder = Path(folder)
@@ -101,8 +117,20 @@ def save_head(head: AcceptanceHead, folder: str | Path, meta: dict) -> Path:
         "lag": head.lag,
         **meta,
     }
-    (folder / HEAD_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
+    (folder / HEAD_CONFIG).write_text(json.dumps(undefined_as_null(cfg), indent=2, allow_nan=False) + "\n")
     return folder / HEAD_FILE
+
+
+def undefined_as_null(x):
+    """`x` with every NaN (a figure without the data to define it: an AUC over one class) as None, so the card is
+    JSON any reader parses."""
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: undefined_as_null(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [undefined_as_null(v) for v in x]
+    return x
 
 
 def load_head(folder: str | Path) -> tuple[AcceptanceHead, dict]:
@@ -186,8 +214,7 @@ def head_for_pair(pair, lm=None) -> AcceptanceHead:
             f"the acceptance head in {folder} was trained for target {cfg['target']!r}, "
             f"not {pair.info.get('target')!r}; retrain it with `python -m specviz.train head`"
         )
-    draft_file = folder / ("eagle.safetensors" if (folder / "eagle.safetensors").exists() else "draft.safetensors")
-    if cfg.get("draft_sha256") and draft_file.exists() and file_digest(draft_file) != cfg["draft_sha256"]:
+    if cfg.get("draft_sha256") and weights_digest(folder) not in ("", cfg["draft_sha256"]):
         warnings.warn(
             f"the acceptance head in {folder} was trained for an earlier draft checkpoint; "
             "output stays lossless but the stop rule may be off. Retrain: python -m specviz.train head",
