@@ -21,10 +21,11 @@ def autoregressive(pair, prompt, n: int) -> tuple[int, ...]:
     return _AR[key][1]
 
 
-def greedy_equal(pair, prompt, run: RunConfig, n: int | None = None, drafter=None) -> GenerationTrace:
-    """`run` on `pair` (n new tokens, default the run's), asserted greedy-equal to autoregressive decoding: its
-    trace."""
+def greedy_equal(pair, prompt, run: RunConfig, n: int | None = None, drafter=None, baseline=None) -> GenerationTrace:
+    """`run` on `pair` (n new tokens, default the run's), asserted greedy-equal to autoregressive decoding of
+    `baseline` (default `pair` itself): its trace."""
     n = run.max_new_tokens if n is None else n
     trace = generate(pair, prompt, replace(run, max_new_tokens=n), drafter=drafter)
-    assert trace.output_ids == autoregressive(pair, prompt, n), (run.method, trace.output_ids)
+    want = autoregressive(pair if baseline is None else baseline, prompt, n)
+    assert trace.output_ids == want, (run.method, trace.output_ids)
     return trace

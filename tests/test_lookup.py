@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 import torch
 from helpers import bigram_pvalue, bigram_setup, sharp_pair
-from lossless import greedy_equal
+from lossless import autoregressive, greedy_equal
 
 from specviz.core.config import (
     ChainConfig,
@@ -126,7 +126,6 @@ def test_device_curve_matches_target_dtype_and_device(tmp_path):
 def test_copies_go_past_the_budget_where_verifying_is_cheap(kind):
     pair = sharp_pair("near")
     prompt = LOOPY * 3
-    ar = generate(pair, prompt, RunConfig(method="ar", max_new_tokens=24)).output_ids
     lk = LookupConfig(k=2, extend_to=10)
     sampling = SamplingConfig()
     run = RunConfig(method=kind, max_new_tokens=24)
@@ -136,8 +135,7 @@ def test_copies_go_past_the_budget_where_verifying_is_cheap(kind):
             if kind == "lookup"
             else DySpecDrafter(pair.draft, sampling, make_rng(0), DySpecConfig(budget=2), lookup=lk, curve=curve)
         )
-        tr = generate(pair, prompt, run, drafter=drafter)
-        assert tr.output_ids == ar
+        tr = greedy_equal(pair, prompt, run, drafter=drafter)
         copies = [len(r.copied or ()) for r in tr.rounds]
         assert (max(copies) == most) if curve is FLAT else (max(copies) <= most), (curve, copies)
         if kind == "dyspec":
@@ -180,11 +178,9 @@ def test_greedy_equals_autoregressive(draft, name):
 
 def test_lookup_method_uses_no_draft_model_and_stops_at_eos():
     pair = sharp_pair("random")
-    ar = generate(pair, LOOPY, RunConfig(method="ar", max_new_tokens=12))
-    eos = ar.output_ids[5]
+    eos = autoregressive(pair, LOOPY, 12)[5]
     drafter = LookupDrafter(LookupConfig(k=8), eos_ids={eos})
-    tr = generate(pair, LOOPY, RunConfig(method="lookup", max_new_tokens=12), drafter=drafter)
-    assert tr.output_ids == ar.output_ids
+    tr = greedy_equal(pair, LOOPY, RunConfig(method="lookup", max_new_tokens=12), drafter=drafter)
     for r in tr.rounds:
         drafted = list(r.tree.tokens[1:])
         assert eos not in drafted[:-1] and r.draft_forwards == 0
@@ -195,13 +191,11 @@ def test_dyspec_spends_the_budget_on_a_confident_copy():
     draft that finds its first token improbable (random weights), it is worth a few percent and takes none."""
     pair = sharp_pair("random")
     run = RunConfig(method="dyspec", max_new_tokens=8, copy=True, lookup=UNRATED, dyspec=DySpecConfig(budget=3))
-    ar = generate(pair, LOOPY * 3, RunConfig(method="ar", max_new_tokens=8)).output_ids
-    tr = generate(pair, LOOPY * 3, run)
-    assert tr.output_ids == ar
+    tr = greedy_equal(pair, LOOPY * 3, run)
     first = tr.rounds[0]
     assert len(first.copied) >= 2 and first.n_drafted == 3
-    rated = generate(pair, LOOPY * 3, replace(run, lookup=LookupConfig()))
-    assert rated.output_ids == ar and not rated.rounds[0].copied and rated.rounds[0].n_drafted == 3
+    rated = greedy_equal(pair, LOOPY * 3, replace(run, lookup=LookupConfig()))
+    assert not rated.rounds[0].copied and rated.rounds[0].n_drafted == 3
 
 
 def test_calibration_rescales_the_priors_by_the_drafts_own_rating():

@@ -2,6 +2,7 @@
 target as its own draft reproduces its autoregressive output exactly."""
 
 import pytest
+from lossless import autoregressive, greedy_equal
 
 from specviz.core.config import ChainConfig, ModelConfig, RunConfig
 from specviz.core.prompts import encode_prompt
@@ -22,12 +23,11 @@ def real_pair():
 def test_default_target_greedy_chain_matches_autoregressive(real_pair):
     pair = Pair(real_pair.target, LM(real_pair.target.model, name="self-draft"), real_pair.tokenizer, {})
     ids = encode_prompt(pair.tokenizer, "Name three primary colours.")
-    ar = generate(pair, ids, RunConfig(method="ar", max_new_tokens=24))
-    sp = generate(pair, ids, RunConfig(method="chain", max_new_tokens=24, chain=ChainConfig(4)))
-    assert sp.output_ids == ar.output_ids
+    sp = greedy_equal(pair, ids, RunConfig(method="chain", max_new_tokens=24, chain=ChainConfig(4)))
+    ar = autoregressive(pair, ids, 24)
     assert all(r.n_accepted == r.n_drafted for r in sp.rounds)
-    assert len(sp.rounds) < len(ar.rounds)
-    text = pair.tokenizer.decode(list(ar.output_ids))
+    assert len(sp.rounds) < len(ar)
+    text = pair.tokenizer.decode(list(ar))
     assert any(c in text.lower() for c in ("red", "blue", "yellow"))
 
 
@@ -45,18 +45,17 @@ def test_default_pair_copies_from_the_context_losslessly(real_pair):
         "fox jumpd over the lazzy dog and ran into the forrest.",
     )
     base = RunConfig(max_new_tokens=40)
-    ar = generate(real_pair, ids, replace(base, method="ar"))
+    ar = autoregressive(real_pair, ids, base.max_new_tokens)
     for run in (
         replace(base, method="lookup"),
         replace(base, method="dyspec", copy=True),
         replace(base, method="specdecpp", copy=True),
     ):
-        tr = generate(real_pair, ids, run)
-        assert tr.output_ids == ar.output_ids, run.method
+        tr = greedy_equal(real_pair, ids, run)
         if run.method == "specdecpp":  # the trace says which head scored its rounds, and how
             assert tr.models["acceptance_head"]["lag"] is False and tr.models["acceptance_head"]["reject_weight"] == 6.0
         accepted = [c for r in tr.rounds for c in r.accepted_path if c in (r.copied or ())]
-        assert len(accepted) >= 10 and len(tr.rounds) < 0.75 * len(ar.rounds)
+        assert len(accepted) >= 10 and len(tr.rounds) < 0.75 * len(ar)
         if real_pair.info["device"] == "cpu" and real_pair.info["dtype"] == "fp32" and run.method != "dyspec":
             assert max(len(r.copied or ()) for r in tr.rounds) > run.lookup.k
 
@@ -75,9 +74,8 @@ def test_default_pair_in_bf16_keeps_greedy_equality():
         pytest.skip("this CPU's bf16 matmuls are not batch-invariant (load_pair warns; auto takes fp32 here)")
     ids = encode_prompt(pair.tokenizer, "Write a haiku about the sea, then explain its imagery.")
     base = RunConfig(max_new_tokens=40, drafter="eagle")
-    ar = generate(pair, ids, replace(base, method="ar"))
     for run in (replace(base, method="chain"), replace(base, method="dyspec", dyspec=DySpecConfig(budget=8))):
-        assert generate(pair, ids, run).output_ids == ar.output_ids, run.method
+        greedy_equal(pair, ids, run)
 
 
 def test_a_real_run_text_is_the_decode_of_its_ids(real_pair):

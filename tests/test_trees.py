@@ -7,7 +7,6 @@ tokens must follow the target (chi-square), which fails when the residual update
 """
 
 import itertools
-from functools import cache
 from types import SimpleNamespace
 
 import pytest
@@ -23,7 +22,6 @@ from specviz.core.trace import DraftTree
 from specviz.core.tree import children, depths
 from specviz.core.verify import verify_sampled
 from specviz.engine.loop import iter_rounds
-from specviz.engine.record import generate
 from specviz.methods.base import Drafter
 from specviz.methods.trees.acceptance import load_acceptance, save_acceptance
 from specviz.methods.trees.dyspec import DySpecDrafter
@@ -54,11 +52,6 @@ TREE_RUNS = {
 N_GREEDY = 20
 
 
-@cache
-def ar_ids(draft: str) -> tuple[int, ...]:
-    return generate(sharp_pair(draft), PROMPT, RunConfig(method="ar", max_new_tokens=N_GREEDY)).output_ids
-
-
 @pytest.mark.parametrize("draft", ["same", "random"])
 @pytest.mark.parametrize("name", list(TREE_RUNS))
 def test_greedy_equals_autoregressive(draft, name):
@@ -78,14 +71,25 @@ def test_greedy_equals_autoregressive(draft, name):
 def test_static_shapes_greedy(shape):
     pair = sharp_pair("random")
     drafter = StaticTreeDrafter(pair.draft, SamplingConfig(), make_rng(0), shape)
-    tr = generate(pair, PROMPT, RunConfig(method="kary", max_new_tokens=N_GREEDY), drafter=drafter)
-    assert tr.output_ids == ar_ids("random")
+    greedy_equal(pair, PROMPT, RunConfig(method="kary"), n=N_GREEDY, drafter=drafter)
 
 
 def _drafters(pair, sampling, rng):
     yield DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=10, max_depth=4, level_threshold=0.0))
     yield DySpecDrafter(pair.draft, sampling, rng, DySpecConfig(budget=10, max_depth=4, level_threshold=0.05))
     yield StaticTreeDrafter(pair.draft, sampling, rng, sequoia(8, (0.6, 0.2, 0.1), 4))
+
+
+def _keeping_trees(drafter) -> list:
+    """The GrowingTree of each round the drafter starts from now on, in a list (the test reads its distributions)."""
+    grew, start = [], drafter.start
+
+    def keeping(*args, **kwargs):
+        grew.append(start(*args, **kwargs))
+        return grew[-1]
+
+    drafter.start = keeping
+    return grew
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -99,9 +103,10 @@ def test_draft_cache_stays_consistent(temperature):
     for drafter in _drafters(pair, sampling, rng):
         committed, checked = list(PROMPT), 0
         run = RunConfig(method="dyspec", max_new_tokens=20, sampling=sampling)
+        grew = _keeping_trees(drafter)
         for rnd in iter_rounds(pair, PROMPT, run, drafter, rng):
             if rnd.index < 2 and rnd.n_drafted:  # D at each computed node vs its path, sequentially
-                grown = drafter.last_tree
+                grown = grew[-1]
                 for u, D in grown.D.items():
                     path = [grown.tokens[i] for i in path_to(grown.parents, u)[1:]]
                     fresh.reset()
