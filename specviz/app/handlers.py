@@ -20,7 +20,7 @@ import gradio as gr
 from specviz.analysis.metrics import acceptance_by_position, summarize, time_split
 from specviz.app import engine, exports, files, knobs, promptset, runs
 from specviz.app.inputs import ERRORS, make_configs, make_prompt
-from specviz.app.render import STREAM_EVERY_S, Pacer, done_note, render, render_live
+from specviz.app.render import STREAM_EVERY_S, Pacer, done_note, render, render_live, render_start
 from specviz.app.settings import Settings, endpoint
 from specviz.methods.catalog import label
 from specviz.viz.run import race_figure
@@ -74,7 +74,7 @@ def run(page, prompt: str, settings: Settings, compare: bool):
     try:
         text = make_prompt(prompt)
         run_cfg, model = make_configs(settings)
-        yield {page.views["status"]: f"Running **{label(method)}** … (the first round includes the prompt's prefill)"}
+        yield render_start(page, f"Running **{label(method)}** … (the first round includes the prompt's prefill)")
         build, pace, path = None, Pacer(), exports.path(method)
         with closing(runs.stream(text, run_cfg, model)) as builds:  # Stop closes it: frees the model
             for build in builds:

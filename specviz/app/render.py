@@ -11,12 +11,14 @@ from specviz.analysis.metrics import speedup, summarize
 from specviz.app import files, inspector
 from specviz.app.page import ROUND_VIEWS
 from specviz.methods.catalog import label
-from specviz.viz.run import calibration_figure, histogram_figure, position_figure, speedup_figure
+from specviz.viz.run import RUN_HEIGHT, calibration_figure, histogram_figure, position_figure, speedup_figure
+from specviz.viz.stop import STOP_HEIGHT
 from specviz.viz.style import counted, placeholder, summary_cards, token_spans
 from specviz.viz.tree import showcase_round
 
 STREAM_EVERY_S = 1.0  # a live run's updates at most this often
 PAGE_SHARE = 0.1  # ... and the page's own work (drawing, Gradio sending it) at most this share of the time
+RUN_VIEWS = ("speed_plot", "pos_plot", "hist_plot", "calib_plot")  # the figures over a whole run
 ENDINGS = {"length": "reached max new tokens", "eos": "the model ended its answer"}
 
 
@@ -37,7 +39,7 @@ def render(page, trace, base, note, file, data: dict | None = None, shown: int |
     (for the export button) and `data` its content, where the caller has it."""
     if trace is None:
         empty = placeholder("No trace: press Run or load a recorded trace.")
-        figures = dict.fromkeys(("tree_plot", "stop_plot", "speed_plot", "pos_plot", "hist_plot", "calib_plot"), empty)
+        figures = dict.fromkeys(("tree_plot", "stop_plot", *RUN_VIEWS), empty)
         return _named(
             page,
             {
@@ -73,6 +75,21 @@ def render(page, trace, base, note, file, data: dict | None = None, shown: int |
         "calib_plot": calibration_figure(trace),
         "download": gr.DownloadButton(value=str(file)),
         "trace_json": data if data is not None else files.as_dict(trace, base),
+    }
+    return _named(page, views)
+
+
+def render_start(page, note) -> dict:
+    """A live run's first update: its status, and the views it draws only when it ends in words, so that none shows
+    the run opened before (a lesson's round beside the new run's tree)."""
+    later = "Drawn when the run ends: then pick any round."
+    views = {
+        "status": note,
+        "stop_plot": placeholder(later, STOP_HEIGHT, "Beside the tree"),
+        "inspect": inspector.panel(None, 0),
+        "growth": gr.Slider(visible=False),
+        "replay_btn": gr.Button(visible=False),
+        **{k: placeholder("Drawn when the run ends.", RUN_HEIGHT) for k in RUN_VIEWS},
     }
     return _named(page, views)
 

@@ -68,7 +68,7 @@ def chain_positions(trace: GenerationTrace, i: int) -> go.Figure:
         legend_entry(fig, f"{status} this round", PALETTE[status])
     fig.update_xaxes(title="draft position", dtick=1)
     fig.update_yaxes(title="draft q / share accepted", range=[0, 1.15])
-    sub = "bars: q of each drafted token, by verdict · line: the whole run"
+    sub = "bars: q by verdict · line: the whole run"  # fits the narrow panel
     fig.update_layout(uniformtext=dict(minsize=9, mode="hide"))  # a label that cannot fit is left out, not overlaid
     return base_layout(fig, STOP_HEIGHT, f"Round {rnd.index}: the draft's q by position", sub, legend_space=80)
 
@@ -101,8 +101,8 @@ def tree_expectation(trace: GenerationTrace, i: int) -> go.Figure:
     )  # fmt: skip
     fig.update_xaxes(title="round")
     fig.update_yaxes(title="draft tokens accepted", rangemode="tozero")
-    sub = (
-        f"this round: expected {expected[i]:.2f} from the draft's q, accepted {got[i]}; "
-        f"over the run {sum(expected) / len(xs):.2f} against {sum(got) / len(xs):.2f}"
+    sub = (  # fits the narrow panel
+        f"this round {expected[i]:.2f} expected, {got[i]} accepted · "
+        f"run {sum(expected) / len(xs):.2f} vs {sum(got) / len(xs):.2f}"
     )
     return base_layout(fig, STOP_HEIGHT, "Expected from q, and accepted", sub, legend_space=80)
